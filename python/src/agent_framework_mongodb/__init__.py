@@ -1,0 +1,43 @@
+"""MongoDB checkpoint storage for Microsoft Agent Framework workflows."""
+
+from .checkpoints.options import MongoDBCheckpointStorageOptions
+from .checkpoints.storage import MongoDBCheckpointStorage
+from .errors import (
+    MongoDBAuthorizationError,
+    MongoDBCapabilityError,
+    MongoDBCheckpointNotFoundError,
+    MongoDBConcurrencyError,
+    MongoDBConfigurationError,
+    MongoDBIndexError,
+    MongoDBIndexMismatchError,
+    MongoDBIndexMissingError,
+    MongoDBIntegrationError,
+    MongoDBMappingError,
+    MongoDBPersistenceError,
+    MongoDBRetrievalError,
+    MongoDBSerializationError,
+    MongoDBTimeoutError,
+    MongoDBTransientPersistenceError,
+    MongoDBTransientRetrievalError,
+)
+
+__all__ = [
+    "MongoDBAuthorizationError",
+    "MongoDBCapabilityError",
+    "MongoDBCheckpointNotFoundError",
+    "MongoDBCheckpointStorage",
+    "MongoDBCheckpointStorageOptions",
+    "MongoDBConcurrencyError",
+    "MongoDBConfigurationError",
+    "MongoDBIndexError",
+    "MongoDBIndexMismatchError",
+    "MongoDBIndexMissingError",
+    "MongoDBIntegrationError",
+    "MongoDBMappingError",
+    "MongoDBPersistenceError",
+    "MongoDBRetrievalError",
+    "MongoDBSerializationError",
+    "MongoDBTimeoutError",
+    "MongoDBTransientPersistenceError",
+    "MongoDBTransientRetrievalError",
+]

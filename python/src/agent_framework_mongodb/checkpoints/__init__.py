@@ -1,0 +1,1 @@
+"""Checkpoint storage internals: options, scope, codec, documents, sequences, paging, indexes, storage."""

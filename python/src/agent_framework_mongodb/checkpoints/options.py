@@ -1,0 +1,160 @@
+"""``MongoDBCheckpointStorageOptions``: the run a storage is bound to, and how it pages and expires.
+
+Agent Framework's ``CheckpointStorage`` protocol carries no tenant or run, so the storage binds
+them here, once, at construction. Every value is validated when the options are built; an
+invalid one raises :class:`~agent_framework_mongodb.errors.MongoDBConfigurationError` naming the
+field, before any storage exists to do I/O with it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import unicodedata
+from collections.abc import Iterable
+from datetime import timedelta
+from typing import TypeGuard
+
+from ..errors import MongoDBConfigurationError
+
+__all__ = [
+    "ABSOLUTE_MAX_PAGE_SIZE",
+    "DEFAULT_MAX_PAGE_SIZE",
+    "DEFAULT_PAGE_SIZE",
+    "MAX_IDENTIFIER_BYTES",
+    "MAX_TTL",
+    "MongoDBCheckpointStorageOptions",
+    "validate_identifier",
+]
+
+DEFAULT_PAGE_SIZE = 100
+DEFAULT_MAX_PAGE_SIZE = 1000
+ABSOLUTE_MAX_PAGE_SIZE = 10_000
+"""No configuration may page more than this many checkpoints (each up to 16 MiB) at once."""
+
+MAX_IDENTIFIER_BYTES = 1024
+"""Upper bound on a scope identifier's UTF-8 size; keeps scoped index keys small."""
+
+MAX_TTL = timedelta(days=36_500)
+"""A century: longer retention is "never expire", which ``ttl=None`` says plainly."""
+
+_TYPE_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class MongoDBCheckpointStorageOptions:
+    """The scope a storage reads and writes, and its paging and retention settings.
+
+    Attributes:
+        tenant_id: The tenant that owns the run. Required.
+        workflow_name: The workflow definition's name; ``save`` and the listing methods
+            require the same value. Required.
+        session_id: The run (one workflow execution) whose checkpoints this storage holds.
+            Required.
+        application_id: Optional application within the tenant.
+        ttl: How long after saving a checkpoint MongoDB may delete it, or ``None`` to keep it
+            until ``delete``/``clear_run``. MongoDB's TTL monitor deletes eventually, not on time.
+        page_size: Checkpoints per page when listing, and the default ``limit``.
+        max_page_size: The largest ``limit`` a caller may ask for.
+        allowed_checkpoint_types: Application classes (``"module:qualname"``) that loading may
+            resolve besides built-in values and Agent Framework's own types.
+
+    Identifiers are taken exactly as given: one with surrounding white space or control
+    characters is rejected, never trimmed, so two spellings can never share a run.
+    """
+
+    tenant_id: str
+    workflow_name: str
+    session_id: str
+    application_id: str | None = None
+    ttl: timedelta | None = None
+    page_size: int = DEFAULT_PAGE_SIZE
+    max_page_size: int = DEFAULT_MAX_PAGE_SIZE
+    allowed_checkpoint_types: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        validate_identifier("tenant_id", self.tenant_id)
+        validate_identifier("workflow_name", self.workflow_name)
+        validate_identifier("session_id", self.session_id)
+        if self.application_id is not None:
+            validate_identifier("application_id", self.application_id)
+        _validate_ttl(self.ttl)
+        _validate_page_bounds(self.page_size, self.max_page_size)
+        # Accept any iterable of keys (a list is the natural literal) but store a tuple, so the
+        # options stay hashable and immutable.
+        object.__setattr__(
+            self, "allowed_checkpoint_types", _validate_type_keys(self.allowed_checkpoint_types)
+        )
+
+    def with_session(self, session_id: str) -> MongoDBCheckpointStorageOptions:
+        """Return the same options bound to another run of the same workflow."""
+        return dataclasses.replace(self, session_id=session_id)
+
+
+def validate_identifier(field: str, value: object) -> str:
+    """Return ``value`` if it is a usable scope identifier, else raise naming ``field``."""
+    if not isinstance(value, str):
+        raise MongoDBConfigurationError(f"{field} must be a str, not {type(value).__name__}.")
+    if not value:
+        raise MongoDBConfigurationError(f"{field} must not be empty.")
+    if value != value.strip():
+        raise MongoDBConfigurationError(
+            f"{field} has leading or trailing white space; identifiers are used exactly as given."
+        )
+    if any(unicodedata.category(char) in ("Cc", "Cs") for char in value):
+        raise MongoDBConfigurationError(f"{field} contains a control or surrogate character.")
+    if len(value.encode("utf-8")) > MAX_IDENTIFIER_BYTES:
+        raise MongoDBConfigurationError(f"{field} is longer than {MAX_IDENTIFIER_BYTES} UTF-8 bytes.")
+    return value
+
+
+def _validate_ttl(ttl: object) -> None:
+    if ttl is None:
+        return
+    if not isinstance(ttl, timedelta):
+        raise MongoDBConfigurationError(
+            f"ttl must be a datetime.timedelta or None, not {type(ttl).__name__}."
+        )
+    # BSON dates have millisecond precision; a shorter ttl would round to "already expired".
+    if ttl < timedelta(milliseconds=1):
+        raise MongoDBConfigurationError("ttl must be at least one millisecond; use None to never expire.")
+    if ttl > MAX_TTL:
+        raise MongoDBConfigurationError(f"ttl must be at most {MAX_TTL.days} days; use None to never expire.")
+
+
+def _validate_page_bounds(page_size: object, max_page_size: object) -> None:
+    if not _is_exact_int(max_page_size) or not 1 <= max_page_size <= ABSOLUTE_MAX_PAGE_SIZE:
+        raise MongoDBConfigurationError(
+            f"max_page_size must be an int from 1 to {ABSOLUTE_MAX_PAGE_SIZE}, not {max_page_size!r}."
+        )
+    if not _is_exact_int(page_size) or not 1 <= page_size <= max_page_size:
+        raise MongoDBConfigurationError(
+            f"page_size must be an int from 1 to max_page_size ({max_page_size}), not {page_size!r}."
+        )
+
+
+def _is_exact_int(value: object) -> TypeGuard[int]:
+    # bool is an int subclass; True is not a page size.
+    return type(value) is int
+
+
+def _validate_type_keys(keys: object) -> tuple[str, ...]:
+    if isinstance(keys, (str, bytes)) or not isinstance(keys, Iterable):
+        raise MongoDBConfigurationError(
+            'allowed_checkpoint_types must be a sequence of "module:qualname" strings, '
+            f"not a {type(keys).__name__}."
+        )
+    validated: list[str] = []
+    for key in keys:  # pyright: ignore[reportUnknownVariableType]
+        if not isinstance(key, str) or not _is_type_key(key):
+            raise MongoDBConfigurationError(
+                f'allowed_checkpoint_types entry {key!r} is not of the form "module:qualname", '
+                'for example "my_app.models:OrderState".'
+            )
+        validated.append(key)
+    return tuple(validated)
+
+
+def _is_type_key(key: str) -> bool:
+    module, separator, qualname = key.partition(":")
+    return bool(separator) and bool(_TYPE_KEY.fullmatch(module)) and bool(_TYPE_KEY.fullmatch(qualname))

@@ -1,0 +1,74 @@
+"""The run a storage is bound to: its discriminator, its deterministic ids and its filters.
+
+A checkpoint id alone never selects a document. Every filter the storage sends carries the
+scope discriminator *and* the raw scope fields, so a query can only ever match the bound run,
+and the raw fields keep the documents readable and the indexes selective.
+
+The discriminator and ids are SHA-256 digests over length-prefixed UTF-8 fields with a domain
+tag, so no two distinct scopes (or scope/id pairs) can produce the same input bytes, and
+``application_id=None`` can never collide with any string.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from typing import Any
+
+from .options import MongoDBCheckpointStorageOptions
+
+__all__ = ["CHECKPOINT_KIND", "COUNTER_KIND", "RunScope"]
+
+CHECKPOINT_KIND = "workflow_checkpoint"
+COUNTER_KIND = "workflow_checkpoint_counter"
+
+_SCOPE_TAG = b"agent-framework-mongodb/scope/v1"
+_CHECKPOINT_ID_TAG = b"agent-framework-mongodb/checkpoint-id/v1"
+_COUNTER_ID_TAG = b"agent-framework-mongodb/counter-id/v1"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RunScope:
+    """The complete scope of one run, with its derived discriminator."""
+
+    tenant_id: str
+    application_id: str | None
+    workflow_name: str
+    session_id: str
+    discriminator: str
+
+    @classmethod
+    def from_options(cls, options: MongoDBCheckpointStorageOptions) -> RunScope:
+        """Derive the scope from validated options."""
+        fields = (options.tenant_id, options.application_id, options.workflow_name, options.session_id)
+        return cls(*fields, discriminator=_digest(_SCOPE_TAG, *fields))
+
+    def checkpoint_document_id(self, checkpoint_id: str) -> str:
+        """The ``_id`` of a checkpoint document: unique to this scope and checkpoint id."""
+        return _digest(_CHECKPOINT_ID_TAG, self.discriminator, checkpoint_id)
+
+    @property
+    def counter_document_id(self) -> str:
+        """The ``_id`` of this run's sequence counter document."""
+        return _digest(_COUNTER_ID_TAG, self.discriminator)
+
+    def fields(self) -> dict[str, Any]:
+        """The scope fields as stored on every document, and as every filter states them."""
+        return {
+            "scope_discriminator": self.discriminator,
+            "tenant_id": self.tenant_id,
+            "application_id": self.application_id,
+            "workflow_name": self.workflow_name,
+            "session_id": self.session_id,
+        }
+
+
+def _digest(tag: bytes, *fields: str | None) -> str:
+    hasher = hashlib.sha256(tag)
+    for field in fields:
+        if field is None:
+            hasher.update(b"\x00")
+            continue
+        encoded = field.encode("utf-8")
+        hasher.update(b"\x01" + len(encoded).to_bytes(8, "big") + encoded)
+    return hasher.hexdigest()

@@ -1,0 +1,296 @@
+"""The package's error hierarchy and the translation of pymongo failures into it.
+
+Every error the package raises is a :class:`MongoDBIntegrationError`, which is also Agent
+Framework's ``WorkflowCheckpointException``: framework code that catches checkpoint failures
+catches ours without knowing this package exists. Each class carries a stable ``category``
+string; completion logs record that string and never the message.
+
+Driver failures reach callers only through :func:`translate_driver_error`, which picks the
+category from the exception class, the server error code and the error labels, and keeps the
+driver exception as ``__cause__``. Messages name the operation, server code and labels, never
+the driver's own text: that text can quote filters, hosts or credentials.
+
+``asyncio.CancelledError`` is a ``BaseException`` and is never caught or wrapped here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import ClassVar, Literal
+
+from agent_framework import WorkflowCheckpointException
+from bson.errors import BSONError
+from pymongo.errors import (
+    ConfigurationError,
+    ConnectionFailure,
+    DocumentTooLarge,
+    DuplicateKeyError,
+    OperationFailure,
+    ProtocolError,
+    PyMongoError,
+)
+
+__all__ = [
+    "DriverOperation",
+    "MongoDBAuthorizationError",
+    "MongoDBCapabilityError",
+    "MongoDBCheckpointNotFoundError",
+    "MongoDBConcurrencyError",
+    "MongoDBConfigurationError",
+    "MongoDBIndexError",
+    "MongoDBIndexMismatchError",
+    "MongoDBIndexMissingError",
+    "MongoDBIntegrationError",
+    "MongoDBMappingError",
+    "MongoDBPersistenceError",
+    "MongoDBRetrievalError",
+    "MongoDBSerializationError",
+    "MongoDBTimeoutError",
+    "MongoDBTransientPersistenceError",
+    "MongoDBTransientRetrievalError",
+    "is_transient_driver_error",
+    "translate_driver_error",
+]
+
+
+class MongoDBIntegrationError(WorkflowCheckpointException):
+    """Base of every error raised by agent-framework-mongodb."""
+
+    category: ClassVar[str] = "integration"
+
+
+class MongoDBConfigurationError(MongoDBIntegrationError, ValueError):
+    """An option, argument or connection setting is invalid; nothing was read or written."""
+
+    category: ClassVar[str] = "configuration"
+
+
+class MongoDBMappingError(MongoDBIntegrationError):
+    """A checkpoint cannot be mapped to or from its stored document."""
+
+    category: ClassVar[str] = "mapping"
+
+
+class MongoDBSerializationError(MongoDBMappingError):
+    """A checkpoint value cannot be encoded losslessly, or its bytes do not decode back to it."""
+
+    category: ClassVar[str] = "serialization"
+
+
+class MongoDBAuthorizationError(MongoDBIntegrationError):
+    """The server refused the credentials or the privileges for an operation."""
+
+    category: ClassVar[str] = "authorization"
+
+
+class MongoDBCapabilityError(MongoDBIntegrationError):
+    """The server lacks a feature the storage needs (for example update pipelines)."""
+
+    category: ClassVar[str] = "capability"
+
+
+class MongoDBIndexError(MongoDBIntegrationError):
+    """An index could not be created, or the collection's indexes are not as required."""
+
+    category: ClassVar[str] = "index"
+
+
+class MongoDBIndexMissingError(MongoDBIndexError):
+    """A required index does not exist; run ``ensure_indexes()`` at deploy time."""
+
+    category: ClassVar[str] = "index_missing"
+
+
+class MongoDBIndexMismatchError(MongoDBIndexError):
+    """An index with a required name exists with different keys or options."""
+
+    category: ClassVar[str] = "index_mismatch"
+
+
+class MongoDBRetrievalError(MongoDBIntegrationError):
+    """Reading from MongoDB failed."""
+
+    category: ClassVar[str] = "retrieval"
+
+
+class MongoDBTransientRetrievalError(MongoDBRetrievalError):
+    """Reading failed for a reason that may pass (network, failover); retrying is reasonable."""
+
+    category: ClassVar[str] = "transient_retrieval"
+
+
+class MongoDBCheckpointNotFoundError(MongoDBRetrievalError):
+    """No checkpoint with that id exists in the storage's bound scope."""
+
+    category: ClassVar[str] = "not_found"
+
+
+class MongoDBPersistenceError(MongoDBIntegrationError):
+    """Writing to MongoDB failed."""
+
+    category: ClassVar[str] = "persistence"
+
+
+class MongoDBTransientPersistenceError(MongoDBPersistenceError):
+    """Writing failed for a reason that may pass (network, failover); retrying is reasonable."""
+
+    category: ClassVar[str] = "transient_persistence"
+
+
+class MongoDBConcurrencyError(MongoDBPersistenceError):
+    """A checkpoint id is already stored with different content."""
+
+    category: ClassVar[str] = "concurrency"
+
+
+class MongoDBTimeoutError(MongoDBIntegrationError):
+    """The server did not answer within the time allowed."""
+
+    category: ClassVar[str] = "timeout"
+
+
+DriverOperation = Literal["read", "write", "provision"]
+"""What the storage was doing when the driver failed; picks retrieval, persistence or index errors."""
+
+# Server error codes, from the MongoDB manual's error code reference
+# (https://www.mongodb.com/docs/manual/reference/error-codes/).
+_AUTHORIZATION_CODES: frozenset[int] = frozenset({13, 18, 31, 8000})
+"""Unauthorized, AuthenticationFailed, RoleNotFound, and Atlas's AtlasError for denied access."""
+
+_CAPABILITY_CODES: frozenset[int] = frozenset({20, 59, 115, 168, 40324})
+"""IllegalOperation, CommandNotFound, CommandNotSupported, InvalidPipelineOperator, unknown stage."""
+
+_INDEX_MISMATCH_CODES: frozenset[int] = frozenset({85, 86})
+"""IndexOptionsConflict and IndexKeySpecsConflict: same name or keys, other definition."""
+
+_INDEX_MISSING_CODES: frozenset[int] = frozenset({27})
+"""IndexNotFound."""
+
+_DOCUMENT_TOO_LARGE_CODES: frozenset[int] = frozenset({10334, 17419, 17420})
+"""BSONObjectTooLarge and the server's own "document too large" codes."""
+
+_TIMEOUT_CODES: frozenset[int] = frozenset({50, 202, 262})
+"""MaxTimeMSExpired, NetworkInterfaceExceededTimeLimit, ExceededTimeLimit."""
+
+_TRANSIENT_CODES: frozenset[int] = frozenset(
+    {6, 7, 89, 91, 134, 189, 9001, 10107, 11600, 11602, 13435, 13436}
+)
+"""The codes MongoDB's retryable reads and writes treat as retryable: host unreachable or not
+found, network timeout, shutdown or step-down in progress, not primary, socket exception."""
+
+_TRANSIENT_LABELS: tuple[str, ...] = (
+    "RetryableWriteError",
+    "RetryableError",
+    "TransientTransactionError",
+    "SystemOverloadedError",
+)
+"""Labels the server or driver attaches to failures that a retry may clear."""
+
+
+def translate_driver_error(
+    error: PyMongoError | BSONError,
+    *,
+    operation: DriverOperation,
+    action: str,
+) -> MongoDBIntegrationError:
+    """Return the package error for a pymongo failure; the caller raises it ``from error``.
+
+    Args:
+        error: What pymongo (or bson) raised.
+        operation: Whether the storage was reading, writing, or provisioning indexes.
+        action: A short, data-free description such as ``"load a checkpoint"``; it becomes
+            part of the message and must not contain ids, scopes or names.
+    """
+    code = _error_code(error)
+    message = f"MongoDB could not {action}{_describe(error, code)}"
+    category = _categorize(error, code, operation)
+    return category(message)
+
+
+def _categorize(  # noqa: PLR0911 - one return per category, in order of precedence
+    error: PyMongoError | BSONError, code: int | None, operation: DriverOperation
+) -> type[MongoDBIntegrationError]:
+    if isinstance(error, BSONError):
+        # DocumentTooLarge is a BSONError too: the document was never sent.
+        return MongoDBSerializationError if isinstance(error, DocumentTooLarge) else MongoDBMappingError
+    if isinstance(error, ConfigurationError):
+        return MongoDBConfigurationError
+    if code in _DOCUMENT_TOO_LARGE_CODES:
+        return MongoDBSerializationError
+    if code in _AUTHORIZATION_CODES:
+        return MongoDBAuthorizationError
+    if code in _CAPABILITY_CODES:
+        return MongoDBCapabilityError
+    if operation == "provision" and code in _INDEX_MISMATCH_CODES:
+        return MongoDBIndexMismatchError
+    if operation == "provision" and code in _INDEX_MISSING_CODES:
+        return MongoDBIndexMissingError
+    if error.timeout or code in _TIMEOUT_CODES:
+        return MongoDBTimeoutError
+    if isinstance(error, DuplicateKeyError):
+        # The storage resolves duplicate ids itself; one that still escapes is a write race.
+        return MongoDBConcurrencyError
+    if is_transient_driver_error(error):
+        return _TRANSIENT_BY_OPERATION[operation]
+    return _FAILURE_BY_OPERATION[operation]
+
+
+def is_transient_driver_error(error: PyMongoError) -> bool:
+    """Whether a retry of the same operation may succeed: network, failover or overload."""
+    if isinstance(error, (ConnectionFailure, ProtocolError)):
+        return True
+    if _error_code(error) in _TRANSIENT_CODES:
+        return True
+    return any(error.has_error_label(label) for label in _TRANSIENT_LABELS)
+
+
+_TRANSIENT_BY_OPERATION: Mapping[DriverOperation, type[MongoDBIntegrationError]] = {
+    "read": MongoDBTransientRetrievalError,
+    "write": MongoDBTransientPersistenceError,
+    "provision": MongoDBIndexError,
+}
+
+_FAILURE_BY_OPERATION: Mapping[DriverOperation, type[MongoDBIntegrationError]] = {
+    "read": MongoDBRetrievalError,
+    "write": MongoDBPersistenceError,
+    "provision": MongoDBIndexError,
+}
+
+
+def _error_code(error: PyMongoError | BSONError) -> int | None:
+    if isinstance(error, OperationFailure):
+        return error.code
+    return None
+
+
+def _describe(error: PyMongoError | BSONError, code: int | None) -> str:
+    """Name the failure by class, server code and labels only: never the driver's text."""
+    parts = [type(error).__name__]
+    if code is not None:
+        parts.append(f"code {code}")
+        code_name = _code_name(error)
+        if code_name:
+            parts.append(code_name)
+    labels = _labels(error)
+    if labels:
+        parts.append("labels " + ",".join(labels))
+    return " (" + "; ".join(parts) + ")."
+
+
+def _code_name(error: PyMongoError | BSONError) -> str | None:
+    if not isinstance(error, OperationFailure):
+        return None
+    details = error.details
+    if details is None:
+        return None
+    code_name = details.get("codeName")
+    # codeName is a server identifier such as "Unauthorized"; anything else is not trusted.
+    if isinstance(code_name, str) and code_name.isidentifier():
+        return code_name
+    return None
+
+
+def _labels(error: PyMongoError | BSONError) -> list[str]:
+    if not isinstance(error, PyMongoError):
+        return []
+    return [label for label in _TRANSIENT_LABELS if error.has_error_label(label)]

@@ -1,0 +1,148 @@
+"""MongoDBCheckpointStorageOptions: every field validated at construction, named in the error."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from agent_framework_mongodb import MongoDBCheckpointStorageOptions, MongoDBConfigurationError
+from agent_framework_mongodb.checkpoints.options import ABSOLUTE_MAX_PAGE_SIZE, MAX_IDENTIFIER_BYTES, MAX_TTL
+
+REQUIRED: dict[str, Any] = {"tenant_id": "tenant-1", "workflow_name": "approval", "session_id": "run-1"}
+
+
+def make(**overrides: Any) -> MongoDBCheckpointStorageOptions:
+    return MongoDBCheckpointStorageOptions(**{**REQUIRED, **overrides})
+
+
+def test_defaults() -> None:
+    options = make()
+    assert options.application_id is None
+    assert options.ttl is None
+    assert (options.page_size, options.max_page_size) == (100, 1000)
+    assert options.allowed_checkpoint_types == ()
+
+
+def test_is_frozen_slotted_and_hashable() -> None:
+    options = make()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        options.session_id = "other"  # type: ignore[misc]
+    assert not hasattr(options, "__dict__")
+    assert hash(options) == hash(make())
+
+
+def test_configuration_error_is_also_value_error() -> None:
+    with pytest.raises(ValueError, match="tenant_id"):
+        make(tenant_id="")
+
+
+@pytest.mark.parametrize("field", ["tenant_id", "workflow_name", "session_id", "application_id"])
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [
+        ("", "empty"),
+        (" run", "white space"),
+        ("run\n", "white space"),
+        ("ru\x00n", "control"),
+        ("ru\x1bn", "control"),
+        ("ru\ud800n", "surrogate"),
+        ("x" * (MAX_IDENTIFIER_BYTES + 1), "longer than"),
+        (42, "must be a str"),
+        (b"run", "must be a str"),
+    ],
+)
+def test_identifiers_rejected_not_normalised(field: str, value: object, reason: str) -> None:
+    with pytest.raises(MongoDBConfigurationError, match=f"{field}.*{reason}|{field} must be a str"):
+        make(**{field: value})
+
+
+def test_identifiers_taken_exactly_as_given() -> None:
+    options = make(tenant_id="Tenant One", session_id="run/ä/1", application_id="app-1")
+    assert options.tenant_id == "Tenant One"
+    assert options.session_id == "run/ä/1"
+    assert options.application_id == "app-1"
+
+
+def test_identifier_at_byte_limit_is_accepted() -> None:
+    assert make(session_id="x" * MAX_IDENTIFIER_BYTES).session_id == "x" * MAX_IDENTIFIER_BYTES
+
+
+@pytest.mark.parametrize(
+    "ttl", [timedelta(0), timedelta(microseconds=999), timedelta(seconds=-1), MAX_TTL * 2]
+)
+def test_ttl_out_of_range(ttl: timedelta) -> None:
+    with pytest.raises(MongoDBConfigurationError, match="ttl"):
+        make(ttl=ttl)
+
+
+@pytest.mark.parametrize("ttl", [3600, 3600.0, "1h"])
+def test_ttl_must_be_timedelta(ttl: object) -> None:
+    with pytest.raises(MongoDBConfigurationError, match=r"ttl must be a datetime\.timedelta"):
+        make(ttl=ttl)
+
+
+@pytest.mark.parametrize("ttl", [timedelta(milliseconds=1), timedelta(days=30), MAX_TTL])
+def test_ttl_in_range(ttl: timedelta) -> None:
+    assert make(ttl=ttl).ttl == ttl
+
+
+@pytest.mark.parametrize(
+    ("page_size", "max_page_size", "field"),
+    [
+        (0, 1000, "page_size"),
+        (1001, 1000, "page_size"),
+        (True, 1000, "page_size"),
+        (10.0, 1000, "page_size"),
+        (10, 0, "max_page_size"),
+        (10, ABSOLUTE_MAX_PAGE_SIZE + 1, "max_page_size"),
+        (10, False, "max_page_size"),
+    ],
+)
+def test_page_bounds(page_size: object, max_page_size: object, field: str) -> None:
+    with pytest.raises(MongoDBConfigurationError, match=f"^{field}"):
+        make(page_size=page_size, max_page_size=max_page_size)
+
+
+def test_page_size_may_equal_max() -> None:
+    assert make(page_size=5, max_page_size=5).page_size == 5
+
+
+def test_allowed_types_accepts_any_iterable_and_stores_tuple() -> None:
+    options = make(allowed_checkpoint_types=["my_app.models:OrderState", "pkg:Outer.Inner"])
+    assert options.allowed_checkpoint_types == ("my_app.models:OrderState", "pkg:Outer.Inner")
+
+
+@pytest.mark.parametrize(
+    "keys",
+    [
+        "my_app.models:OrderState",
+        [b"my_app:State"],
+        ["my_app.models.OrderState"],
+        ["my_app:"],
+        [":State"],
+        ["my app:State"],
+        ["my_app:State<locals>"],
+        ["my_app:Outer..Inner"],
+        [42],
+        42,
+    ],
+)
+def test_allowed_types_rejected(keys: object) -> None:
+    with pytest.raises(MongoDBConfigurationError, match="allowed_checkpoint_types"):
+        make(allowed_checkpoint_types=keys)
+
+
+def test_with_session_revalidates_and_keeps_everything_else() -> None:
+    options = make(ttl=timedelta(hours=1), allowed_checkpoint_types=("a:B",), page_size=7)
+    other = options.with_session("run-2")
+    assert other == dataclasses.replace(options, session_id="run-2")
+    with pytest.raises(MongoDBConfigurationError, match="session_id"):
+        options.with_session(" run-2")
+
+
+def test_fields_are_keyword_only() -> None:
+    with pytest.raises(TypeError):
+        MongoDBCheckpointStorageOptions("t", "w", "s")  # type: ignore[call-arg]
