@@ -1,0 +1,88 @@
+"""BSON round trips: what a document looks like on the wire, in storage, and back in the client."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from datetime import timezone
+from typing import Any, cast
+
+import bson
+from bson.codec_options import CodecOptions
+from pymongo.collation import Collation
+from pymongo.errors import DocumentTooLarge
+
+MAX_BSON_SIZE = 16 * 1024 * 1024
+"""The server's maxBsonObjectSize (16 MiB) that pymongo checks inserts against."""
+
+_decode: Callable[..., dict[str, Any]] = getattr(bson, "decode")  # noqa: B009 - bson's overloads are partly untyped
+
+# Documents are stored the way the server keeps them: BSON types, datetimes as naive UTC.
+STORAGE_OPTIONS: CodecOptions[dict[str, Any]] = CodecOptions(tz_aware=False)
+
+
+def client_options(*, tz_aware: bool) -> CodecOptions[dict[str, Any]]:
+    """The codec options pymongo decodes replies with for a client built with ``tz_aware``."""
+    return CodecOptions(tz_aware=tz_aware, tzinfo=timezone.utc if tz_aware else None)
+
+
+def to_storage(document: Mapping[str, Any]) -> dict[str, Any]:
+    """Encode ``document`` as pymongo would send it and decode it as the server would store it.
+
+    Raises ``bson.errors.InvalidDocument`` for keys or values BSON cannot carry.
+    """
+    return _decode(bson.encode(document), codec_options=STORAGE_OPTIONS)
+
+
+def to_storage_for_insert(document: Mapping[str, Any]) -> dict[str, Any]:
+    """Like :func:`to_storage`, and reject a document over 16 MiB as pymongo does client-side."""
+    data = bson.encode(document)
+    if len(data) > MAX_BSON_SIZE:
+        raise DocumentTooLarge(
+            f"BSON document too large ({len(data)} bytes) - the connected server supports"
+            f" BSON document sizes up to {MAX_BSON_SIZE} bytes."
+        )
+    return _decode(data, codec_options=STORAGE_OPTIONS)
+
+
+def wire_value(value: Any) -> Any:
+    """Round-trip any BSON value (a filter, an update document or pipeline) through the wire format."""
+    return to_storage({"v": value})["v"]
+
+
+def to_client(document: Mapping[str, Any], options: CodecOptions[dict[str, Any]]) -> dict[str, Any]:
+    """A fresh copy of a stored document, decoded with the client's codec options."""
+    return _decode(bson.encode(document), codec_options=options)
+
+
+def bson_size(document: Mapping[str, Any]) -> int:
+    return len(bson.encode(document))
+
+
+def same_bson(left: Mapping[str, Any], right: Mapping[str, Any]) -> bool:
+    """Binary equality, as the server uses to decide whether an update modified a document."""
+    return bson.encode(left) == bson.encode(right)
+
+
+def check_collation(collation: Collation | Mapping[str, Any] | None) -> None:
+    """Accept a collation wherever pymongo does; only the binary ``simple`` locale is simulated."""
+    if collation is None:
+        return
+    given: object = collation
+    spec = collation.document if isinstance(collation, Collation) else as_mapping(given)
+    if spec is None:
+        raise TypeError("collation must be a dict or an instance of pymongo.collation.Collation")
+    if spec.get("locale") != "simple":
+        raise NotImplementedError(
+            "InMemoryMongoClient only simulates the 'simple' collation (binary comparison); "
+            f"got {dict(spec)!r}. See agent_framework_mongodb/testing/DIVERGENCES.md."
+        )
+
+
+def as_mapping(value: Any) -> Mapping[str, Any] | None:
+    """``value`` typed as a document when it is one."""
+    return cast("Mapping[str, Any]", value) if isinstance(value, Mapping) else None
+
+
+def as_list(value: Any) -> list[Any] | None:
+    """``value`` typed as an array when it is one."""
+    return cast("list[Any]", value) if isinstance(value, list) else None  # type: ignore[redundant-cast]

@@ -1,0 +1,245 @@
+"""The state of one collection: storage access, the atomic update core, indexes and lifecycle."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, cast
+
+from pymongo import IndexModel
+from pymongo.collation import Collation
+from pymongo.errors import OperationFailure
+
+from ._codec import MAX_BSON_SIZE, as_mapping, bson_size, same_bson, to_client
+from ._codec import wire_value as wire
+from ._cursor import InMemoryCommandCursor, normalize_sort
+from ._errors import command_error, duplicate_command_error, duplicate_write_error, write_error
+from ._indexes import IndexCatalog
+from ._updates import compute_post_image, validate_update
+
+if TYPE_CHECKING:
+    from ._client import InMemoryDatabase
+
+Filter = Mapping[str, Any]
+Update = Mapping[str, Any] | Sequence[Mapping[str, Any]]
+CollationArg = Collation | Mapping[str, Any] | None
+Hint = str | Sequence[tuple[str, int]] | Mapping[str, int] | None
+
+
+def projection_spec(projection: Mapping[str, Any] | Sequence[str] | None) -> dict[str, Any] | None:
+    if projection is None:
+        return None
+    if isinstance(projection, Mapping):
+        return cast("dict[str, Any]", wire(dict(projection)))
+    return dict.fromkeys(projection, 1)
+
+
+def unsupported(**options: Any) -> None:
+    for option, value in options.items():
+        if value is not None:
+            raise NotImplementedError(f"InMemoryCollection does not simulate {option!r} (DIVERGENCES.md)")
+
+
+class CollectionBase:
+    """State and plumbing of a collection: storage, indexes, lifecycle."""
+
+    def __init__(self, database: InMemoryDatabase, name: str) -> None:
+        self._database = database
+        self._name = name
+        self._catalog = IndexCatalog(f"{database.name}.{name}")
+        self._created = False
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def full_name(self) -> str:
+        return f"{self._database.name}.{self._name}"
+
+    @property
+    def database(self) -> InMemoryDatabase:
+        return self._database
+
+    def __repr__(self) -> str:
+        return f"InMemoryCollection({self._database!r}, {self._name!r})"
+
+    def with_options(self, **_options: Any) -> CollectionBase:
+        """Codec, read and write options are not simulated; the same collection is returned."""
+        return self
+
+    def fail_next(self, operation: str, error: BaseException, *, times: int = 1) -> None:
+        """Make the next ``times`` calls of ``operation`` on this collection raise ``error``."""
+        self._database.client.faults.fail_next(operation, error, collection=self.full_name, times=times)
+
+    # -- plumbing ---------------------------------------------------------------------------------
+    @property
+    def _backend(self) -> Any:
+        return self._database.backend[self._name]
+
+    async def _enter(self, operation: str, session: object = None) -> None:
+        await asyncio.sleep(0)  # every operation lets other tasks run before it executes atomically
+        unsupported(session=session)
+        self._database.client.check_open()
+        self._database.client.faults.check(operation, self.full_name)
+
+    def _out(self, document: Mapping[str, Any]) -> dict[str, Any]:
+        return to_client(document, self._database.client.codec_options)
+
+    def _query(
+        self,
+        filter_: Filter | None,
+        *,
+        sort: list[tuple[str, int]] | None = None,
+        skip: int = 0,
+        limit: int = 0,
+        projection: dict[str, Any] | None = None,
+    ) -> list[dict[str, Any]]:
+        server_filter = wire(dict(filter_ or {}))
+        cursor = self._backend.find(server_filter, projection, sort=sort or None, skip=skip, limit=limit)
+        return list(cursor)
+
+    def _check_hint(self, hint: Hint) -> None:
+        if hint is None:
+            return
+        spec = hint if isinstance(hint, str) else dict(normalize_sort(hint))
+        if self._catalog.resolve_hint(spec) is None:
+            raise command_error(
+                2,
+                "error processing query: planner returned error :: caused by :: hint provided does"
+                " not correspond to an existing index",
+            )
+
+    def _insert_stored(self, stored: dict[str, Any], *, index: int = 0) -> None:
+        dup = self._catalog.duplicate(stored, self._query(None))
+        if dup is not None:
+            raise duplicate_write_error(dup, index=index)
+        self._backend.insert_one(stored)
+        self._created = True
+
+    def _project(self, document: dict[str, Any] | None, projection: Any) -> dict[str, Any] | None:
+        if document is None:
+            return None
+        if projection is not None:
+            scratch = self._database.client.scratch
+            scratch.insert_one(dict(document))
+            document = scratch.find_one({}, projection_spec(projection))
+            scratch.delete_many({})
+        return None if document is None else self._out(document)
+
+    def _update(
+        self, filter_: Filter, update: Update, *, upsert: bool, sort: Any, command: bool
+    ) -> tuple[dict[str, Any] | None, dict[str, Any] | None, Any, bool]:
+        """Run one single-document update atomically: (pre-image, post-image, upserted id, modified)."""
+        validate_update(update)
+        server_filter = wire(dict(filter_))
+        found = self._query(server_filter, sort=normalize_sort(sort), limit=1)
+        pre = found[0] if found else None
+        if pre is None and not upsert:
+            return None, None, None, False
+        post = compute_post_image(self._database.client.scratch, pre, wire(update), server_filter)
+        if bson_size(post) > MAX_BSON_SIZE:
+            message = f"Resulting document after update is larger than {MAX_BSON_SIZE}"
+            raise command_error(17419, message) if command else write_error(17419, message)
+        others = [doc for doc in self._query(None) if pre is None or doc["_id"] != pre["_id"]]
+        dup = self._catalog.duplicate(post, others)
+        if dup is not None:
+            raise duplicate_command_error(dup) if command else duplicate_write_error(dup)
+        if pre is None:
+            self._backend.insert_one(dict(post))
+            self._created = True
+            return None, post, post["_id"], True
+        changed = not same_bson(pre, post)
+        if changed and as_mapping(pre["_id"]) is not None:
+            # mongomock_ng cannot replace a document whose _id is a document: delete, re-insert.
+            self._backend.delete_one({"_id": pre["_id"]})
+            self._backend.insert_one(dict(post))
+        elif changed:
+            self._backend.replace_one({"_id": pre["_id"]}, dict(post))
+        return pre, post, None, changed
+
+    def delete_matching(self, filter_: Filter) -> int:
+        """Synchronously delete every stored document matching ``filter_`` (used by the TTL helper)."""
+        found = self._query(filter_)
+        for document in found:
+            self._backend.delete_one({"_id": document["_id"]})
+        return len(found)
+
+    def stored_documents(self) -> list[dict[str, Any]]:
+        """A copy of the stored documents, datetimes as naive UTC as the server keeps them."""
+        return self._query(None)
+
+    def index_specs(self) -> list[dict[str, Any]]:
+        """The index definitions (without ``v``), ``_id_`` first; empty before the collection exists."""
+        return self._catalog.specs() if self._created else []
+
+    # -- indexes and lifecycle ----------------------------------------------------------------------
+    async def create_index(
+        self, keys: Any, *, session: object = None, comment: Any = None, **kwargs: Any
+    ) -> str:
+        kwargs.pop("maxTimeMS", None)
+        return (await self._create_indexes([IndexModel(keys, **kwargs)], "create_index", session))[0]
+
+    async def create_indexes(
+        self, indexes: Sequence[IndexModel], *, session: object = None, comment: Any = None, **_ignored: Any
+    ) -> list[str]:
+        return await self._create_indexes(indexes, "create_indexes", session)
+
+    async def _create_indexes(
+        self, indexes: Sequence[IndexModel], operation: str, session: object
+    ) -> list[str]:
+        for model in indexes:
+            given = cast("object", model)
+            if not isinstance(given, IndexModel):
+                raise TypeError(f"{model!r} is not an instance of pymongo.operations.IndexModel")
+        await self._enter(operation, session)
+        documents = self._query(None)
+        names: list[str] = []
+        for model in indexes:
+            spec = self._catalog.prepare(model.document)
+            if spec is not None:
+                for position, document in enumerate(documents):
+                    dup = self._catalog.duplicate(document, documents[:position], specs=[spec])
+                    if dup is not None:
+                        raise duplicate_command_error(dup, prefix="Index build failed: ")
+                self._catalog.add(spec)
+            names.append(str(model.document["name"]))
+        self._created = True
+        return names
+
+    async def list_indexes(self, *, session: object = None, **_ignored: Any) -> InMemoryCommandCursor:
+        await self._enter("list_indexes", session)
+        return InMemoryCommandCursor(self._catalog.listing() if self._created else [])
+
+    async def index_information(self, *, session: object = None, **_ignored: Any) -> dict[str, Any]:
+        await self._enter("index_information", session)
+        listing = self._catalog.listing() if self._created else []
+        return {
+            spec["name"]: {**{k: v for k, v in spec.items() if k != "name"}, "key": list(spec["key"].items())}
+            for spec in listing
+        }
+
+    async def drop_index(self, index_or_name: Any, *, session: object = None, **_ignored: Any) -> None:
+        name = index_or_name
+        if not isinstance(name, str):
+            name = "_".join(f"{field}_{direction}" for field, direction in normalize_sort(index_or_name))
+        if name == "*":
+            raise OperationFailure("use drop_indexes() to drop all indexes")
+        await self._enter("drop_index", session)
+        if not self._created:
+            raise command_error(26, f"ns not found {self.full_name}")
+        self._catalog.drop(name)
+
+    async def drop_indexes(self, *, session: object = None, **_ignored: Any) -> None:
+        await self._enter("drop_indexes", session)
+        self._catalog.drop_all()
+
+    async def drop(self, *, session: object = None, **_ignored: Any) -> None:
+        await self._enter("drop", session)
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget documents and indexes, as dropping the collection does."""
+        self._backend.drop()
+        self._catalog.reset()
+        self._created = False

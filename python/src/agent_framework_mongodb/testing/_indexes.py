@@ -1,0 +1,268 @@
+"""Index catalog of one collection: validation as createIndexes does, listing, and unique keys."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+import mongomock_ng.filtering as _filtering
+from bson.binary import Binary
+from bson.decimal128 import Decimal128
+from bson.objectid import ObjectId
+
+from ._codec import as_list, as_mapping, wire_value
+from ._errors import DuplicateKey, command_error
+
+_filter_applies: Any = getattr(_filtering, "filter_applies")  # noqa: B009 - untyped module
+
+_MISSING = object()
+_ALLOWED_OPTIONS = frozenset(
+    {"key", "name", "v", "unique", "sparse", "partialFilterExpression", "expireAfterSeconds"}
+    | {"collation", "hidden", "background"}
+)
+_PARTIAL_OPERATORS = frozenset(
+    {"$eq", "$exists", "$gt", "$gte", "$lt", "$lte", "$type", "$and", "$or", "$in"}
+)
+_MAX_TTL = 2147483647
+ID_INDEX: dict[str, Any] = {"key": {"_id": 1}, "name": "_id_"}
+
+
+def matches(filter_: Mapping[str, Any], document: Mapping[str, Any]) -> bool:
+    """mongomock_ng's query matcher, applied to one stored document."""
+    return bool(_filter_applies(filter_, document))
+
+
+def _normalize(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """The index document as the server keeps it (defaulted options dropped)."""
+    out: dict[str, Any] = {"key": dict(spec["key"]), "name": spec["name"]}
+    for option, value in spec.items():
+        if option in ("key", "name", "v", "background"):
+            continue
+        if option in ("unique", "sparse", "hidden") and not value:
+            continue
+        if option == "collation" and value.get("locale") == "simple":
+            continue
+        out[option] = wire_value(value)
+    return out
+
+
+def _options(spec: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in spec.items() if k != "name"}
+
+
+def _validate(spec: Mapping[str, Any]) -> None:
+    for option in spec:
+        if option not in _ALLOWED_OPTIONS:
+            raise command_error(197, f"The field '{option}' is not valid for an index specification.")
+    ttl = spec.get("expireAfterSeconds")
+    if ttl is not None:
+        if len(spec["key"]) != 1:
+            raise command_error(
+                67,
+                "TTL indexes are single-field indexes, compound indexes do not support TTL."
+                f" Index spec: {dict(spec)}",
+            )
+        if "_id" in spec["key"]:
+            raise command_error(67, "The field is _id, which cannot be a TTL index")
+        if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not 0 <= ttl <= _MAX_TTL:
+            raise command_error(
+                67, "TTL index 'expireAfterSeconds' option must be within an acceptable range"
+            )
+    partial = spec.get("partialFilterExpression")
+    if partial is not None:
+        if spec.get("sparse"):
+            raise command_error(67, "cannot mix 'partialFilterExpression' and 'sparse' options")
+        _validate_partial(partial)
+
+
+def _validate_partial(expression: Any) -> None:
+    if not isinstance(expression, Mapping):
+        return
+    for name, value in expression.items():  # pyright: ignore[reportUnknownVariableType]
+        if isinstance(name, str) and name.startswith("$"):
+            if name not in _PARTIAL_OPERATORS:
+                raise command_error(67, f"Expression not supported in partial index: {name}")
+            if name == "$exists" and not value:
+                raise command_error(67, "Expression not supported in partial index: $exists: false")
+        if isinstance(value, list):
+            for item in value:  # pyright: ignore[reportUnknownVariableType]
+                _validate_partial(item)
+        else:
+            _validate_partial(value)
+
+
+def _equality_key(value: Any) -> Any:  # noqa: PLR0911 - one branch per BSON type
+    """A hashable key that is equal exactly when MongoDB's index treats two values as equal."""
+    if value is None or value is _MISSING:
+        return (10,)
+    if isinstance(value, bool):
+        return (40, value)
+    if isinstance(value, (int, float, Decimal)):
+        return (20, value)
+    if isinstance(value, Decimal128):
+        return (20, value.to_decimal())
+    if isinstance(value, str):
+        return (30, value)
+    document = as_mapping(value)
+    if document is not None:
+        return (31, tuple((k, _equality_key(v)) for k, v in document.items()))
+    items = as_list(value)
+    if items is not None:
+        return (32, tuple(_equality_key(v) for v in items))
+    if isinstance(value, Binary):
+        return (33, value.subtype, bytes(value))
+    if isinstance(value, bytes):
+        return (33, 0, value)
+    if isinstance(value, ObjectId):
+        return (34, value)
+    if isinstance(value, datetime):
+        return (50, value)
+    return (99, type(value).__name__, repr(value))
+
+
+def resolve(node: Any, parts: list[str]) -> list[Any]:
+    """Every value a dotted path reaches, descending through arrays; ``[_MISSING]`` when none."""
+    if not parts:
+        return [node]
+    if isinstance(node, Mapping):
+        if parts[0] in node:
+            return resolve(node[parts[0]], parts[1:])
+        return [_MISSING]
+    if isinstance(node, list):
+        found = [v for item in node for v in resolve(item, parts) if v is not _MISSING]  # pyright: ignore[reportUnknownVariableType]
+        return found or [_MISSING]
+    return [_MISSING]
+
+
+def _field_keys(document: Mapping[str, Any], path: str) -> tuple[list[Any], bool]:
+    keys: list[Any] = []
+    present = False
+    for value in resolve(document, path.split(".")):
+        present = present or value is not _MISSING
+        if isinstance(value, list):
+            keys.extend([_equality_key(v) for v in value] or [(5,)])  # pyright: ignore[reportUnknownVariableType]
+        else:
+            keys.append(_equality_key(value))
+    return keys, present
+
+
+def _first(document: Mapping[str, Any], path: str) -> Any:
+    value = resolve(document, path.split("."))[0]
+    return None if value is _MISSING else value
+
+
+class IndexCatalog:
+    """The indexes of one collection, in creation order, with ``_id_`` always first."""
+
+    def __init__(self, namespace: str) -> None:
+        self.namespace = namespace
+        self._specs: dict[str, dict[str, Any]] = {"_id_": dict(ID_INDEX)}
+
+    def reset(self) -> None:
+        self._specs = {"_id_": dict(ID_INDEX)}
+
+    def specs(self) -> list[dict[str, Any]]:
+        return [dict(spec) for spec in self._specs.values()]
+
+    def listing(self) -> list[dict[str, Any]]:
+        """Index documents as listIndexes returns them."""
+        return [{"v": 2, **wire_value(spec)} for spec in self._specs.values()]
+
+    def resolve_hint(self, hint: str | Mapping[str, Any]) -> str | None:
+        for spec in self._specs.values():
+            if hint == spec["name"] or (isinstance(hint, Mapping) and dict(hint) == spec["key"]):
+                return str(spec["name"])
+        return None
+
+    def prepare(self, raw_spec: Mapping[str, Any]) -> dict[str, Any] | None:
+        """Validate a createIndexes spec; return it normalized, or None when it already exists."""
+        _validate(raw_spec)
+        spec = _normalize(raw_spec)
+        existing = self._specs.get(spec["name"])
+        if existing is not None:
+            if existing == spec:
+                return None
+            code = 85 if existing["key"] == spec["key"] else 86
+            raise command_error(
+                code,
+                "An existing index has the same name as the requested index. When index names are"
+                " not specified, they are auto generated and can cause conflicts. Please refer to"
+                f" our documentation. Requested index: {spec}, existing index: {existing}",
+            )
+        for other in self._specs.values():
+            same_identity = all(
+                other.get(field) == spec.get(field)
+                for field in ("key", "collation", "partialFilterExpression")
+            )
+            if not same_identity:
+                continue
+            if _options(other) == _options(spec):
+                raise command_error(85, f"Index already exists with a different name: {other['name']}")
+            raise command_error(
+                85,
+                "An equivalent index already exists with a different name and options."
+                f" Requested index: {spec}, existing index: {other}",
+            )
+        return spec
+
+    def add(self, spec: dict[str, Any]) -> None:
+        self._specs[spec["name"]] = spec
+
+    def drop(self, name: str) -> None:
+        if name == "_id_":
+            raise command_error(72, "cannot drop _id index")
+        if name not in self._specs:
+            raise command_error(27, f"index not found with name [{name}]")
+        del self._specs[name]
+
+    def drop_all(self) -> None:
+        self.reset()
+
+    def duplicate(
+        self,
+        candidate: Mapping[str, Any],
+        others: Iterable[Mapping[str, Any]],
+        specs: Iterable[Mapping[str, Any]] | None = None,
+    ) -> DuplicateKey | None:
+        """The first unique index ``candidate`` collides on against ``others``, if any."""
+        unique = [s for s in (self._specs.values() if specs is None else specs) if _is_unique(s)]
+        if not unique:
+            return None
+        population = list(others)
+        for spec in unique:
+            entries = _entries(spec, candidate)
+            if not entries:
+                continue
+            for other in population:
+                if entries & _entries(spec, other):
+                    fields = list(spec["key"])
+                    return DuplicateKey(
+                        namespace=self.namespace,
+                        index_name=str(spec["name"]),
+                        key_pattern=dict(spec["key"]),
+                        key_value={field: _first(candidate, field) for field in fields},
+                    )
+        return None
+
+
+def _is_unique(spec: Mapping[str, Any]) -> bool:
+    return spec["name"] == "_id_" or bool(spec.get("unique"))
+
+
+def _entries(spec: Mapping[str, Any], document: Mapping[str, Any]) -> set[tuple[Any, ...]]:
+    """The index keys a document contributes; empty when the index leaves it out."""
+    partial = spec.get("partialFilterExpression")
+    if partial is not None and not matches(partial, document):
+        return set()
+    per_field: list[list[Any]] = []
+    any_present = False
+    for field in spec["key"]:
+        keys, present = _field_keys(document, field)
+        any_present = any_present or present
+        per_field.append(keys)
+    if spec.get("sparse") and not any_present:
+        return set()
+    return set(itertools.product(*per_field))

@@ -1,0 +1,220 @@
+"""Computing the post-image of an update, with the shims mongomock_ng needs.
+
+The update runs on a private scratch collection holding only the one document, so the real
+collection is touched only once the new document has passed every check.
+
+Shims:
+* ``"$$REMOVE"`` as a field value of ``$set``/``$addFields``/``$project``/``$replaceWith``, also when
+  a ``$cond``/``$switch``/``$ifNull`` branch yields it, removes the field (mongomock_ng keeps the old
+  value). It is swapped for a unique marker and the marker is stripped after each stage.
+* An upsert seeds the new document from every equality in the filter, including those inside a
+  top-level ``$and`` and ``{"$eq": ...}`` (mongomock_ng drops them), before the update runs.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Mapping
+from typing import Any, cast
+
+from bson.objectid import ObjectId
+from bson.regex import Regex
+from pymongo.errors import WriteError
+
+from ._codec import as_list, as_mapping
+from ._errors import write_error
+
+REMOVE_MARKER = f"__in_memory_mongo_remove_{uuid.uuid4().hex}__"
+_COND_ARITY = 3
+_BRANCHING = frozenset({"$cond", "$switch", "$ifNull"})
+
+
+def validate_update(update: Any) -> None:
+    """The client-side checks pymongo makes before sending an update."""
+    document = as_mapping(update)
+    if document is not None:
+        if not document:
+            raise ValueError("update cannot be empty")
+        if not next(iter(document)).startswith("$"):
+            raise ValueError("update only works with $ operators")
+    elif isinstance(update, list):
+        if not update:
+            raise ValueError("update cannot be empty")
+    else:
+        raise TypeError("update must be an instance of dict, bson.son.SON, or list")
+
+
+def upsert_seed(filter_: Mapping[str, Any]) -> dict[str, Any]:
+    """The document an upsert starts from: the filter's equality conditions, ``_id`` first."""
+    seed: dict[str, Any] = {}
+    _collect_equalities(filter_, seed)
+    if "_id" in seed:
+        seed = {"_id": seed.pop("_id"), **seed}
+    return seed
+
+
+def _is_operator_document(value: Any) -> bool:
+    document = as_mapping(value)
+    return document is not None and any(key.startswith("$") for key in document)
+
+
+def _collect_equalities(filter_: Mapping[str, Any], seed: dict[str, Any]) -> None:
+    for name, condition in filter_.items():
+        if name == "$and":
+            for clause in as_list(condition) or []:
+                _collect_equalities(as_mapping(clause) or {}, seed)
+        elif name.startswith("$") or isinstance(condition, (Regex, re.Pattern)):
+            continue  # other logical operators and regular expressions seed nothing
+        elif _is_operator_document(condition):
+            operators = as_mapping(condition) or {}
+            if "$eq" in operators:
+                _set_path(seed, name, operators["$eq"])
+        else:
+            _set_path(seed, name, condition)
+
+
+def _set_path(document: dict[str, Any], path: str, value: Any) -> None:
+    *parents, last = path.split(".")
+    node = document
+    for part in parents:
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            return
+        node = cast("dict[str, Any]", child)
+    node[last] = value
+
+
+def _rewrite_value(expression: Any) -> Any:
+    """Replace ``$$REMOVE`` in every position whose value becomes a field's value."""
+    if expression == "$$REMOVE":
+        return {"$literal": REMOVE_MARKER}
+    document = as_mapping(expression)
+    if document is None:
+        return expression
+    if len(document) == 1 and next(iter(document)) in _BRANCHING:
+        ((operator, arguments),) = document.items()
+        return {operator: _rewrite_branches(operator, arguments)}
+    if _is_operator_document(document):
+        return expression
+    return {key: _rewrite_value(value) for key, value in document.items()}
+
+
+def _rewrite_branches(operator: str, arguments: Any) -> Any:
+    positional = as_list(arguments)
+    named = as_mapping(arguments)
+    if operator == "$cond" and positional is not None and len(positional) == _COND_ARITY:
+        return [positional[0], _rewrite_value(positional[1]), _rewrite_value(positional[2])]
+    if operator == "$cond" and named is not None:
+        return {k: v if k == "if" else _rewrite_value(v) for k, v in named.items()}
+    if operator == "$ifNull" and positional:
+        return [*positional[:-1], _rewrite_value(positional[-1])]
+    if operator == "$switch" and named is not None:
+        branches = [as_mapping(branch) or {} for branch in as_list(named.get("branches")) or []]
+        out: dict[str, Any] = {
+            "branches": [{"case": b.get("case"), "then": _rewrite_value(b.get("then"))} for b in branches]
+        }
+        if "default" in named:
+            out["default"] = _rewrite_value(named["default"])
+        return out
+    return arguments
+
+
+def rewrite_stage(stage: Mapping[str, Any]) -> dict[str, Any]:
+    """One update-pipeline stage with ``$$REMOVE`` results replaced by the removal marker."""
+    ((name, body),) = stage.items()
+    fields = as_mapping(body)
+    if name in ("$set", "$addFields", "$project") and fields is not None:
+        return {name: {k: _rewrite_value(v) for k, v in fields.items()}}
+    if name in ("$replaceWith", "$replaceRoot"):
+        return {name: _rewrite_value(body)}
+    return dict(stage)
+
+
+def strip_marker(value: Any) -> Any:
+    """Drop fields holding the removal marker; in arrays it becomes null, as missing does."""
+    document = as_mapping(value)
+    if document is not None:
+        return {k: strip_marker(v) for k, v in document.items() if v != REMOVE_MARKER}
+    items = as_list(value)
+    if items is not None:
+        return [None if v == REMOVE_MARKER else strip_marker(v) for v in items]
+    return value
+
+
+def id_first(document: Mapping[str, Any]) -> dict[str, Any]:
+    """The server stores ``_id`` as the first field, generating one when it is absent."""
+    rest = {k: v for k, v in document.items() if k != "_id"}
+    return {"_id": document.get("_id", ObjectId()), **rest}
+
+
+def _restore_id(value: Any, stand_in: str, original: Any) -> Any:
+    """Put a document-valued ``_id`` back wherever its stand-in string ended up."""
+    if value == stand_in:
+        return original
+    document = as_mapping(value)
+    if document is not None:
+        return {k: _restore_id(v, stand_in, original) for k, v in document.items()}
+    items = as_list(value)
+    if items is not None:
+        return [_restore_id(v, stand_in, original) for v in items]
+    return value
+
+
+def compute_post_image(
+    scratch: Any,
+    pre_image: Mapping[str, Any] | None,
+    update: Mapping[str, Any] | list[Mapping[str, Any]],
+    filter_: Mapping[str, Any],
+) -> dict[str, Any]:
+    """Apply ``update`` to ``pre_image`` (or, for an upsert, to the seed from ``filter_``).
+
+    mongomock_ng cannot update a document whose ``_id`` is itself a document, so such an ``_id``
+    is replaced by a unique string while the update runs and restored afterwards.
+    """
+    start = dict(pre_image) if pre_image is not None else None
+    if isinstance(update, list) and start is None:
+        start = upsert_seed(filter_)
+    original = None if start is None else start.get("_id", ObjectId())
+    stand_in = f"__in_memory_mongo_id_{uuid.uuid4().hex}__"
+    if start is not None:
+        start = id_first({**start, "_id": stand_in if as_mapping(original) is not None else original})
+    scratch.delete_many({})
+    try:
+        if isinstance(update, list):
+            post = _run_pipeline(scratch, start or {}, update)
+        elif start is None:
+            scratch.update_one(upsert_seed(filter_), dict(update), upsert=True)
+            post = id_first(scratch.find_one({}))
+        else:
+            scratch.insert_one(start)
+            scratch.update_one({"_id": start["_id"]}, dict(update))
+            post = id_first(scratch.find_one({}))
+    except WriteError as exc:
+        if "_id" in str(exc):
+            raise write_error(
+                66, "Performing an update on the path '_id' would modify the immutable field '_id'"
+            ) from exc
+        raise
+    finally:
+        scratch.delete_many({})
+    if as_mapping(original) is not None:
+        post = _restore_id(post, stand_in, original)
+    return post
+
+
+def _run_pipeline(
+    scratch: Any, document: dict[str, Any], pipeline: list[Mapping[str, Any]]
+) -> dict[str, Any]:
+    doc_id = document["_id"]
+    scratch.insert_one(document)
+    for stage in pipeline:
+        scratch.update_one({"_id": doc_id}, [rewrite_stage(stage)])
+        current = scratch.find_one({})
+        if current is None or current.get("_id", doc_id) != doc_id:
+            raise write_error(
+                66, "Performing an update on the path '_id' would modify the immutable field '_id'"
+            )
+        cleaned = id_first({**strip_marker(current), "_id": doc_id})
+        scratch.replace_one({"_id": doc_id}, cleaned)
+    return id_first(scratch.find_one({}))

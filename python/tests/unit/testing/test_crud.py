@@ -1,0 +1,276 @@
+"""Reads and writes: pymongo result and error types, BSON round trips, cursors, interleaving."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+from bson.errors import InvalidDocument
+from bson.objectid import ObjectId
+from pymongo import ReturnDocument
+from pymongo.collation import Collation
+from pymongo.errors import (
+    BulkWriteError,
+    DocumentTooLarge,
+    DuplicateKeyError,
+    InvalidOperation,
+    OperationFailure,
+)
+from pymongo.results import DeleteResult, InsertManyResult, InsertOneResult, UpdateResult
+
+from agent_framework_mongodb.testing import InMemoryCollection, InMemoryCursor, InMemoryMongoClient
+
+
+async def test_results_are_pymongo_types(coll: InMemoryCollection) -> None:
+    inserted = await coll.insert_one({"_id": "a", "n": 1})
+    assert isinstance(inserted, InsertOneResult)
+    assert inserted.inserted_id == "a"
+    assert inserted.acknowledged
+    many = await coll.insert_many([{"_id": "b"}, {"_id": "c"}])
+    assert isinstance(many, InsertManyResult)
+    assert many.inserted_ids == ["b", "c"]
+    updated = await coll.update_one({"_id": "a"}, {"$set": {"n": 2}})
+    assert isinstance(updated, UpdateResult)
+    assert (updated.matched_count, updated.modified_count, updated.upserted_id) == (1, 1, None)
+    deleted = await coll.delete_one({"_id": "a"})
+    assert isinstance(deleted, DeleteResult)
+    assert deleted.deleted_count == 1
+    assert (await coll.delete_many({})).deleted_count == 2
+
+
+async def test_update_that_changes_nothing_is_matched_but_not_modified(coll: InMemoryCollection) -> None:
+    await coll.insert_one({"_id": 1, "n": 1})
+    result = await coll.update_one({"_id": 1}, {"$set": {"n": 1}})
+    assert (result.matched_count, result.modified_count) == (1, 0)
+    missing = await coll.update_one({"_id": 2}, {"$set": {"n": 1}})
+    assert (missing.matched_count, missing.modified_count) == (0, 0)
+
+
+async def test_upsert_result_reports_the_new_id(coll: InMemoryCollection) -> None:
+    result = await coll.update_one({"_id": "x"}, {"$set": {"n": 1}}, upsert=True)
+    assert (result.matched_count, result.modified_count, result.upserted_id) == (0, 0, "x")
+    assert await coll.find_one({"_id": "x"}) == {"_id": "x", "n": 1}
+
+
+async def test_insert_one_sets_generated_id_on_the_callers_document(coll: InMemoryCollection) -> None:
+    document: dict[str, Any] = {"n": 1}
+    result = await coll.insert_one(document)
+    assert isinstance(document["_id"], ObjectId)
+    assert result.inserted_id == document["_id"]
+
+
+async def test_duplicate_id_raises_duplicate_key_error_with_server_details(coll: InMemoryCollection) -> None:
+    await coll.insert_one({"_id": "a"})
+    with pytest.raises(DuplicateKeyError) as info:
+        await coll.insert_one({"_id": "a"})
+    error = info.value
+    assert error.code == 11000
+    assert error.details is not None
+    assert error.details["keyPattern"] == {"_id": 1}
+    assert error.details["keyValue"] == {"_id": "a"}
+    assert error.details["errmsg"].startswith("E11000 duplicate key error collection: db.coll index: _id_")
+
+
+async def test_insert_many_ordered_stops_at_first_duplicate(coll: InMemoryCollection) -> None:
+    await coll.insert_one({"_id": 2})
+    with pytest.raises(BulkWriteError) as info:
+        await coll.insert_many([{"_id": 1}, {"_id": 2}, {"_id": 3}])
+    assert info.value.details["nInserted"] == 1
+    assert info.value.details["writeErrors"][0]["index"] == 1
+    assert info.value.details["writeErrors"][0]["code"] == 11000
+    assert await coll.count_documents({}) == 2
+
+
+async def test_insert_many_unordered_continues_after_duplicate(coll: InMemoryCollection) -> None:
+    await coll.insert_one({"_id": 2})
+    with pytest.raises(BulkWriteError) as info:
+        await coll.insert_many([{"_id": 1}, {"_id": 2}, {"_id": 3}], ordered=False)
+    assert info.value.details["nInserted"] == 2
+    assert await coll.count_documents({}) == 3
+
+
+async def test_datetimes_truncate_to_milliseconds_and_come_back_naive_utc(coll: InMemoryCollection) -> None:
+    aware = datetime(2024, 5, 1, 12, 0, 0, 123456, tzinfo=timezone(timedelta(hours=2)))
+    await coll.insert_one({"_id": 1, "at": aware})
+    found = await coll.find_one({"_id": 1})
+    assert found is not None
+    assert found["at"] == datetime(2024, 5, 1, 10, 0, 0, 123000)
+    assert found["at"].tzinfo is None
+
+
+async def test_tz_aware_client_returns_aware_utc_datetimes() -> None:
+    client = InMemoryMongoClient(tz_aware=True)
+    coll = client["db"]["c"]
+    await coll.insert_one({"_id": 1, "at": datetime(2024, 5, 1, 10, 0, 0, 999999)})
+    found = await coll.find_one({"at": {"$gte": datetime(2024, 5, 1, 10, 0, tzinfo=timezone.utc)}})
+    assert found is not None
+    assert found["at"] == datetime(2024, 5, 1, 10, 0, 0, 999000, tzinfo=timezone.utc)
+    assert found["at"].tzinfo is not None
+
+
+async def test_tuples_become_lists_and_bytes_stay_bytes(coll: InMemoryCollection) -> None:
+    await coll.insert_one({"_id": 1, "t": (1, 2), "b": b"\x00\x01", "nested": {"t": ("x",)}})
+    found = await coll.find_one({"_id": 1})
+    assert found == {"_id": 1, "t": [1, 2], "b": b"\x00\x01", "nested": {"t": ["x"]}}
+    assert type(found["b"]) is bytes
+
+
+@pytest.mark.parametrize("document", [{1: "non-string key"}, {"bad\x00key": 1}, {"v": object()}])
+async def test_invalid_documents_raise_invalid_document(coll: InMemoryCollection, document: Any) -> None:
+    with pytest.raises(InvalidDocument):
+        await coll.insert_one(document)
+
+
+async def test_document_over_16_mib_is_rejected_like_pymongo(coll: InMemoryCollection) -> None:
+    with pytest.raises(DocumentTooLarge, match="BSON document too large"):
+        await coll.insert_one({"_id": 1, "blob": b"x" * (16 * 1024 * 1024)})
+    assert await coll.count_documents({}) == 0
+    await coll.insert_one({"_id": 2, "blob": b"x" * (16 * 1024 * 1024 - 100)})
+
+
+async def test_update_growing_past_16_mib_fails_on_the_server_side(coll: InMemoryCollection) -> None:
+    await coll.insert_one({"_id": 1, "a": b"x" * (9 * 1024 * 1024)})
+    with pytest.raises(OperationFailure) as info:
+        await coll.update_one({"_id": 1}, {"$set": {"b": b"y" * (9 * 1024 * 1024)}})
+    assert info.value.code == 17419
+
+
+async def test_returned_documents_are_fresh_copies(coll: InMemoryCollection) -> None:
+    original: dict[str, Any] = {"_id": 1, "nested": {"list": [1]}}
+    await coll.insert_one(original)
+    original["nested"]["list"].append(2)
+    found = await coll.find_one({"_id": 1})
+    assert found is not None
+    found["nested"]["list"].append(3)
+    listed = await coll.find({}).to_list()
+    assert listed == [{"_id": 1, "nested": {"list": [1]}}]
+    after = await coll.find_one_and_update(
+        {"_id": 1}, {"$set": {"x": 1}}, return_document=ReturnDocument.AFTER
+    )
+    assert after is not None
+    after["x"] = 99
+    assert await coll.find_one({"_id": 1}) == {"_id": 1, "nested": {"list": [1]}, "x": 1}
+
+
+async def _seed(coll: InMemoryCollection) -> None:
+    await coll.insert_many([{"_id": i, "group": i % 2, "n": i, "extra": "e"} for i in range(6)])
+
+
+async def test_find_returns_a_chainable_cursor_not_a_coroutine(coll: InMemoryCollection) -> None:
+    await _seed(coll)
+    cursor = coll.find({"n": {"$gte": 1}})
+    assert isinstance(cursor, InMemoryCursor)
+    docs = await cursor.sort([("group", 1), ("n", -1)]).skip(1).limit(3).to_list()
+    assert [d["_id"] for d in docs] == [2, 5, 3]
+    with pytest.raises(InvalidOperation):
+        cursor.limit(1)
+
+
+async def test_find_keyword_sort_limit_skip_and_async_iteration(coll: InMemoryCollection) -> None:
+    await _seed(coll)
+    seen = [doc["_id"] async for doc in coll.find({}, sort=[("group", -1), ("n", 1)], limit=4, skip=1)]
+    assert seen == [3, 5, 0, 2]
+
+
+async def test_to_list_length_pages_through_a_cursor(coll: InMemoryCollection) -> None:
+    await _seed(coll)
+    cursor = coll.find({}).sort("n", 1)
+    assert [d["_id"] for d in await cursor.to_list(2)] == [0, 1]
+    assert [d["_id"] for d in await cursor.to_list(None)] == [2, 3, 4, 5]
+    assert await cursor.to_list() == []
+
+
+async def test_projection_inclusion_exclusion_and_id_suppression(coll: InMemoryCollection) -> None:
+    await _seed(coll)
+    assert await coll.find_one({"_id": 1}, {"n": 1}) == {"_id": 1, "n": 1}
+    assert await coll.find_one({"_id": 1}, {"n": 1, "_id": 0}) == {"n": 1}
+    assert await coll.find_one({"_id": 1}, {"extra": 0, "group": 0}) == {"_id": 1, "n": 1}
+    assert await coll.find_one({"_id": 1}, ["n"]) == {"_id": 1, "n": 1}
+    docs = await coll.find({"group": 0}, {"_id": 0, "n": 1}, sort=[("n", -1)]).to_list()
+    assert docs == [{"n": 4}, {"n": 2}, {"n": 0}]
+
+
+async def test_find_one_sort_and_bare_id(coll: InMemoryCollection) -> None:
+    await _seed(coll)
+    top = await coll.find_one({"group": 1}, sort=[("n", -1)])
+    assert top is not None
+    assert top["_id"] == 5
+    assert await coll.find_one(3, {"_id": 1}) == {"_id": 3}
+
+
+async def test_count_documents_with_skip_and_limit(coll: InMemoryCollection) -> None:
+    await _seed(coll)
+    assert await coll.count_documents({"group": 0}) == 3
+    assert await coll.count_documents({}, skip=4) == 2
+    assert await coll.count_documents({}, limit=2) == 2
+    with pytest.raises(OperationFailure):
+        await coll.count_documents({}, limit=0)
+
+
+async def test_simple_collation_is_accepted_everywhere(coll: InMemoryCollection) -> None:
+    simple = {"locale": "simple"}
+    await coll.insert_one({"_id": "a", "name": "B"})
+    assert await coll.find_one({"name": "b"}, collation=Collation("simple")) is None
+    assert await coll.find({"name": "B"}, collation=simple).to_list() == [{"_id": "a", "name": "B"}]
+    assert await coll.find({}).collation(simple).to_list() != []
+    assert await coll.count_documents({}, collation=simple) == 1
+    await coll.update_one({"_id": "a"}, {"$set": {"x": 1}}, collation=simple)
+    await coll.find_one_and_update({"_id": "a"}, {"$set": {"x": 2}}, collation=simple)
+    assert (await coll.delete_one({"_id": "a"}, collation=simple)).deleted_count == 1
+    await coll.delete_many({}, collation=simple)
+
+
+async def test_non_simple_collation_is_refused_not_silently_ignored(coll: InMemoryCollection) -> None:
+    with pytest.raises(NotImplementedError, match="simple"):
+        await coll.find_one({}, collation={"locale": "en", "strength": 2})
+
+
+async def test_hint_must_name_an_existing_index(coll: InMemoryCollection) -> None:
+    await coll.insert_one({"_id": 1, "a": 1})
+    await coll.create_index([("a", 1)])
+    assert await coll.find({"a": 1}, hint="a_1").to_list() == [{"_id": 1, "a": 1}]
+    assert await coll.find({"a": 1}).hint([("a", 1)]).to_list() != []
+    with pytest.raises(OperationFailure) as info:
+        await coll.find({"a": 1}, hint="missing_1").to_list()
+    assert info.value.code == 2
+
+
+async def test_sessions_are_refused_explicitly(coll: InMemoryCollection) -> None:
+    with pytest.raises(NotImplementedError):
+        await coll.insert_one({"a": 1}, session=object())
+
+
+async def test_gathered_operations_interleave_between_awaits(coll: InMemoryCollection) -> None:
+    seen_by_a: list[int] = []
+
+    async def writer(tag: str, observe: list[int] | None) -> None:
+        for i in range(3):
+            await coll.insert_one({"tag": tag, "i": i})
+            if observe is not None:
+                observe.append(await coll.count_documents({"tag": "b"}))
+
+    await asyncio.gather(writer("a", seen_by_a), writer("b", None))
+    # A saw B's progress while it was still running: neither zero-then-three nor all-at-the-end.
+    assert seen_by_a[0] >= 1
+    assert seen_by_a[0] < 3
+    assert seen_by_a == sorted(seen_by_a)
+
+
+async def test_each_awaited_operation_yields_to_the_loop(coll: InMemoryCollection) -> None:
+    ticks: list[str] = []
+
+    async def ticker() -> None:
+        ticks.append("tick")
+
+    task = asyncio.ensure_future(ticker())
+    await coll.insert_one({"_id": 1})
+    assert ticks == ["tick"]
+    await task
+
+
+async def test_concurrent_counter_upserts_stay_atomic(coll: InMemoryCollection) -> None:
+    pipeline = [{"$set": {"n": {"$add": [{"$ifNull": ["$n", 0]}, 1]}}}]
+    await asyncio.gather(*(coll.update_one({"_id": "seq"}, pipeline, upsert=True) for _ in range(20)))
+    assert await coll.find_one({"_id": "seq"}) == {"_id": "seq", "n": 20}

@@ -1,0 +1,41 @@
+"""Behaviour that deliberately differs from a real server, pinned so a change is noticed."""
+
+from __future__ import annotations
+
+import asyncio
+
+from pymongo.write_concern import WriteConcern
+
+from agent_framework_mongodb.testing import InMemoryCollection
+
+
+async def test_concurrent_upserts_on_a_unique_key_never_race(coll: InMemoryCollection) -> None:
+    # A server may answer one of these with E11000 (see DIVERGENCES.md); the engine never does.
+    await coll.create_index("key", unique=True)
+    results = await asyncio.gather(
+        *(coll.update_one({"key": "k"}, {"$inc": {"n": 1}}, upsert=True) for _ in range(10))
+    )
+    assert sum(1 for r in results if r.upserted_id is not None) == 1
+    stored = await coll.find({}, {"_id": 0}).to_list()
+    assert stored == [{"key": "k", "n": 10}]
+
+
+async def test_write_concern_is_accepted_and_ignored(coll: InMemoryCollection) -> None:
+    unacknowledged = coll.with_options(write_concern=WriteConcern(w=0))
+    assert unacknowledged is coll
+    result = await unacknowledged.insert_one({"_id": 1})
+    assert result.acknowledged
+
+
+async def test_cursor_results_are_fixed_at_first_fetch(coll: InMemoryCollection) -> None:
+    await coll.insert_many([{"_id": 1}, {"_id": 2}])
+    cursor = coll.find({}).sort("_id", 1)
+    first = await cursor.next()
+    await coll.insert_one({"_id": 3})
+    rest = await cursor.to_list()
+    assert [first["_id"], *(d["_id"] for d in rest)] == [1, 2]
+
+
+async def test_no_query_planner_or_explain(coll: InMemoryCollection) -> None:
+    assert not hasattr(coll.find({}), "explain")
+    assert not hasattr(coll, "aggregate")

@@ -1,0 +1,168 @@
+"""Update documents, aggregation update pipelines and upserts, pinned to MongoDB's behaviour."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pymongo import ReturnDocument
+from pymongo.errors import WriteError
+
+from agent_framework_mongodb.testing import InMemoryCollection
+
+AFTER = ReturnDocument.AFTER
+
+
+async def _after(coll: InMemoryCollection, filter_: dict[str, Any], update: Any, **kwargs: Any) -> Any:
+    return await coll.find_one_and_update(filter_, update, return_document=AFTER, **kwargs)
+
+
+async def test_remove_variable_in_set_removes_the_field(coll: InMemoryCollection) -> None:
+    # https://www.mongodb.com/docs/manual/reference/aggregation-variables/#mongodb-variable-variable.REMOVE
+    await coll.insert_one({"_id": 1, "a": 1, "b": 2})
+    assert await _after(coll, {"_id": 1}, [{"$set": {"a": "$$REMOVE"}}]) == {"_id": 1, "b": 2}
+    assert await _after(coll, {"_id": 1}, [{"$addFields": {"b": "$$REMOVE"}}]) == {"_id": 1}
+
+
+async def test_cond_yielding_remove_removes_the_field(coll: InMemoryCollection) -> None:
+    await coll.insert_many([{"_id": 1, "done": True, "expires_at": 5}, {"_id": 2, "done": False}])
+    stage = {"$set": {"expires_at": {"$cond": [{"$eq": ["$done", True]}, "$$REMOVE", 10]}}}
+    assert await _after(coll, {"_id": 1}, [stage]) == {"_id": 1, "done": True}
+    assert await _after(coll, {"_id": 2}, [stage]) == {"_id": 2, "done": False, "expires_at": 10}
+    named = {"$set": {"done": {"$cond": {"if": "$done", "then": "$$REMOVE", "else": "$done"}}}}
+    assert await _after(coll, {"_id": 2}, [named]) == {"_id": 2, "done": False, "expires_at": 10}
+
+
+async def test_removed_field_is_missing_for_later_stages(coll: InMemoryCollection) -> None:
+    await coll.insert_one({"_id": 1, "a": 5})
+    pipeline = [{"$set": {"a": "$$REMOVE"}}, {"$set": {"b": {"$ifNull": ["$a", "gone"]}}}]
+    assert await _after(coll, {"_id": 1}, pipeline) == {"_id": 1, "b": "gone"}
+
+
+async def test_remove_inside_embedded_document_and_literal_string(coll: InMemoryCollection) -> None:
+    await coll.insert_one({"_id": 1})
+    pipeline = [{"$set": {"sub": {"keep": 1, "drop": "$$REMOVE"}, "text": {"$literal": "$$REMOVE"}}}]
+    assert await _after(coll, {"_id": 1}, pipeline) == {"_id": 1, "sub": {"keep": 1}, "text": "$$REMOVE"}
+
+
+async def test_pipeline_upsert_seeds_filter_equalities_first(coll: InMemoryCollection) -> None:
+    # https://www.mongodb.com/docs/manual/reference/method/db.collection.findOneAndUpdate/#upsert
+    pipeline = [{"$set": {"n": {"$add": [{"$ifNull": ["$n", 0]}, 1]}}}]
+    first = await _after(coll, {"_id": "c", "kind": "k"}, pipeline, upsert=True)
+    assert first == {"_id": "c", "kind": "k", "n": 1}
+    second = await _after(coll, {"_id": "c", "kind": "k"}, pipeline, upsert=True)
+    assert second == {"_id": "c", "kind": "k", "n": 2}
+
+
+async def test_upsert_seeds_from_and_clauses_and_eq_but_not_ranges(coll: InMemoryCollection) -> None:
+    # https://www.mongodb.com/docs/manual/reference/method/db.collection.updateOne/#upsert-with-operator-expressions
+    filter_ = {"_id": "d", "$and": [{"a": {"$eq": 1}}, {"b.c": 2}], "r": {"$gt": 1}}
+    assert await _after(coll, filter_, {"$set": {"z": 1}}, upsert=True) == {
+        "_id": "d",
+        "a": 1,
+        "b": {"c": 2},
+        "z": 1,
+    }
+    assert await _after(coll, {"_id": "e", "tag": "t"}, [{"$set": {"z": 1}}], upsert=True) == {
+        "_id": "e",
+        "tag": "t",
+        "z": 1,
+    }
+
+
+async def test_upsert_without_id_generates_one_first(coll: InMemoryCollection) -> None:
+    result = await coll.update_one({"k": "x"}, [{"$set": {"n": 1}}], upsert=True)
+    stored = await coll.find_one({"k": "x"})
+    assert stored is not None
+    assert next(iter(stored)) == "_id"
+    assert stored == {"_id": result.upserted_id, "k": "x", "n": 1}
+
+
+async def test_set_on_insert_applies_only_when_inserting(coll: InMemoryCollection) -> None:
+    update = {"$setOnInsert": {"created": 1}, "$inc": {"n": 1}}
+    assert await _after(coll, {"_id": 1}, update, upsert=True) == {"_id": 1, "created": 1, "n": 1}
+    await coll.update_one({"_id": 1}, {"$setOnInsert": {"created": 2}, "$inc": {"n": 1}}, upsert=True)
+    assert await coll.find_one({"_id": 1}) == {"_id": 1, "created": 1, "n": 2}
+
+
+async def test_return_document_before_and_none_when_nothing_matches(coll: InMemoryCollection) -> None:
+    assert await coll.find_one_and_update({"_id": 1}, {"$set": {"a": 1}}) is None
+    assert await coll.find_one_and_update({"_id": 1}, {"$set": {"a": 1}}, upsert=True) is None
+    before = await coll.find_one_and_update({"_id": 1}, {"$set": {"a": 2}}, projection={"a": 1, "_id": 0})
+    assert before == {"a": 1}
+
+
+async def test_find_one_and_update_honours_sort(coll: InMemoryCollection) -> None:
+    await coll.insert_many([{"_id": i, "g": "x", "n": i} for i in range(3)])
+    picked = await coll.find_one_and_update({"g": "x"}, {"$set": {"hit": True}}, sort=[("n", -1)])
+    assert picked is not None
+    assert picked["_id"] == 2
+
+
+@pytest.mark.parametrize(
+    ("expression", "expected"),
+    [
+        ({"$add": ["$a", 2, "$b"]}, 6),
+        ({"$max": ["$a", "$b", 0]}, 3),
+        ({"$ifNull": ["$missing", "$a"]}, 1),
+        ({"$cond": [{"$gt": ["$b", "$a"]}, "yes", "no"]}, "yes"),
+        ({"$eq": ["$a", 1]}, True),
+        ({"$gt": ["$a", "$b"]}, False),
+        ({"$and": [{"$eq": ["$a", 1]}, {"$gt": ["$b", 2]}]}, True),
+        ({"$or": [{"$eq": ["$a", 0]}, {"$gt": ["$b", 5]}]}, False),
+        ({"$literal": "$a"}, "$a"),
+        ({"$type": "$a"}, "int"),
+        ({"$type": "$missing"}, "missing"),
+        ("$sub.x", "deep"),
+    ],
+)
+async def test_expressions_a_sequence_counter_uses(
+    coll: InMemoryCollection, expression: Any, expected: Any
+) -> None:
+    await coll.insert_one({"_id": 1, "a": 1, "b": 3, "sub": {"x": "deep"}})
+    after = await _after(coll, {"_id": 1}, [{"$set": {"out": expression}}])
+    assert after is not None
+    assert after["out"] == expected
+
+
+async def test_pipeline_unset_project_and_replace_with(coll: InMemoryCollection) -> None:
+    await coll.insert_one({"_id": 1, "a": 1, "b": 2, "c": 3})
+    assert await _after(coll, {"_id": 1}, [{"$unset": ["a"]}]) == {"_id": 1, "b": 2, "c": 3}
+    assert await _after(coll, {"_id": 1}, [{"$project": {"c": 0}}]) == {"_id": 1, "b": 2}
+    replaced = await _after(coll, {"_id": 1}, [{"$replaceWith": {"_id": "$_id", "only": "$b"}}])
+    assert replaced == {"_id": 1, "only": 2}
+
+
+async def test_changing_id_is_rejected_as_immutable(coll: InMemoryCollection) -> None:
+    await coll.insert_one({"_id": 1})
+    with pytest.raises(WriteError) as info:
+        await coll.update_one({"_id": 1}, {"$set": {"_id": 2}})
+    assert info.value.code == 66
+    with pytest.raises(WriteError):
+        await coll.update_one({"_id": 1}, [{"$set": {"_id": 3}}])
+    assert await coll.find_one({}) == {"_id": 1}
+
+
+@pytest.mark.parametrize("update", [{}, {"a": 1}, []])
+async def test_invalid_update_documents_are_rejected_client_side(
+    coll: InMemoryCollection, update: Any
+) -> None:
+    with pytest.raises(ValueError, match="update"):
+        await coll.update_one({"_id": 1}, update)
+
+
+async def test_array_filters_are_refused_explicitly(coll: InMemoryCollection) -> None:
+    with pytest.raises(NotImplementedError):
+        await coll.update_one({"_id": 1}, {"$set": {"a.$[x]": 1}}, array_filters=[{"x": 1}])
+
+
+async def test_documents_with_embedded_document_ids_update_and_upsert(coll: InMemoryCollection) -> None:
+    # mongomock_ng cannot update these in place; the engine swaps the _id out while updating.
+    key = {"thread": "t", "seq": 1}
+    await coll.insert_one({"_id": key, "n": 1})
+    assert await _after(coll, {"_id": key}, {"$inc": {"n": 1}}) == {"_id": key, "n": 2}
+    pipeline = [{"$set": {"n": {"$add": ["$n", 1]}, "copy": "$_id"}}]
+    assert await _after(coll, {"_id": key}, pipeline) == {"_id": key, "n": 3, "copy": key}
+    other = {"thread": "t", "seq": 2}
+    assert await _after(coll, {"_id": other}, [{"$set": {"n": 1}}], upsert=True) == {"_id": other, "n": 1}
+    assert await coll.count_documents({"_id.thread": "t"}) == 2
