@@ -1,0 +1,293 @@
+"""CheckpointCodec: round trips, allowlists, hooks, global pickle state and the save-time proof."""
+
+from __future__ import annotations
+
+import copyreg
+import datetime as dt
+import pickle
+import uuid
+from decimal import Decimal
+from typing import Any
+
+import agent_framework
+import pytest
+from agent_framework import Content, Message, WorkflowCheckpoint, WorkflowCheckpointException
+
+from agent_framework_mongodb.checkpoints.canonical import canonical_hash
+from agent_framework_mongodb.checkpoints.codec import (
+    CHECKSUM_ALGORITHM,
+    PAYLOAD_FORMAT,
+    CheckpointCodec,
+    EncodedCheckpoint,
+    payload_checksum,
+)
+from agent_framework_mongodb.errors import MongoDBMappingError, MongoDBSerializationError
+from tests.unit.codec import app_types
+from tests.unit.codec.app_types import Color, HookedState, OrderState, Point, SlottedPoint
+
+_ORDER_KEY = "tests.unit.codec.app_types:OrderState"
+
+
+def _checkpoint(state: dict[Any, Any] | None = None, **fields: Any) -> WorkflowCheckpoint:
+    return WorkflowCheckpoint(
+        workflow_name="wf",
+        graph_signature_hash="g" * 64,
+        checkpoint_id="cp-1",
+        timestamp="2025-01-01T00:00:00+00:00",
+        state=state or {},
+        **fields,
+    )
+
+
+def _round_trip(codec: CheckpointCodec, checkpoint: WorkflowCheckpoint) -> WorkflowCheckpoint:
+    encoded = codec.encode(checkpoint)
+    return codec.decode(encoded.payload, checksum=encoded.payload_checksum)
+
+
+def test_constants() -> None:
+    assert PAYLOAD_FORMAT == "pickle-5/v1"
+    assert CHECKSUM_ALGORITHM == "sha256"
+
+
+def test_encoded_checkpoint_fields() -> None:
+    checkpoint = _checkpoint({"k": 1})
+    encoded = CheckpointCodec().encode(checkpoint)
+    assert isinstance(encoded, EncodedCheckpoint)
+    assert encoded.payload[:2] == b"\x80\x05"
+    assert encoded.payload_hash == canonical_hash(checkpoint.to_dict())
+    assert encoded.payload_checksum == payload_checksum(encoded.payload)
+    with pytest.raises(AttributeError):
+        encoded.payload = b""  # type: ignore[misc]
+
+
+def test_json_like_and_standard_values_round_trip() -> None:
+    state: dict[Any, Any] = {
+        "text": "h\u00e9llo \ud83d\ude00",
+        "numbers": [0, -1, 2**80, 1.5, -0.0, True, None],
+        "nested": {"t": (1, "2", b"3"), "s": {1, 2}, "f": frozenset({"x"}), "ba": bytearray(b"q")},
+        "when": dt.datetime(2025, 5, 6, 7, 8, 9, 10, tzinfo=dt.timezone(dt.timedelta(hours=2), "X")),
+        "day": dt.date(2020, 2, 29),
+        "at": dt.time(1, 2, 3),
+        "span": dt.timedelta(days=3),
+        "amount": Decimal("12.3400"),
+        "id": uuid.UUID("12345678-1234-5678-1234-567812345678"),
+        7: "int key",
+        ("tuple", "key"): "tuple key",
+    }
+    codec = CheckpointCodec()
+    restored = _round_trip(codec, _checkpoint(state, iteration_count=3, metadata={"m": 1}))
+    assert restored.state == state
+    assert restored.iteration_count == 3
+    assert (
+        canonical_hash(restored.to_dict())
+        == codec.encode(_checkpoint(state, iteration_count=3, metadata={"m": 1})).payload_hash
+    )
+
+
+def test_messages_round_trip() -> None:
+    conversation = [
+        Message(role="user", contents=[Content.from_text("What is my order status?")]),
+        Message(
+            role="assistant",
+            contents=[Content.from_function_call(call_id="c1", name="lookup", arguments={"id": 1})],
+        ),
+        Message(role="tool", contents=[Content.from_function_result(call_id="c1", result={"ok": True})]),
+    ]
+    checkpoint = _checkpoint({"_executor_state": {"agent": {"messages": conversation}}})
+    restored = _round_trip(CheckpointCodec(), checkpoint)
+    messages = restored.state["_executor_state"]["agent"]["messages"]
+    assert [type(message) for message in messages] == [Message, Message, Message]
+    assert [message.role for message in messages] == ["user", "assistant", "tool"]
+    assert messages[0].text == "What is my order status?"
+    assert messages[1].contents[0].call_id == "c1"
+    assert canonical_hash(restored.to_dict()) == canonical_hash(checkpoint.to_dict())
+
+
+def test_identical_checkpoints_hash_identically_and_changes_do_not() -> None:
+    codec = CheckpointCodec()
+    first = codec.encode(_checkpoint({"a": 1, "b": 2}))
+    second = codec.encode(_checkpoint({"b": 2, "a": 1}))
+    third = codec.encode(_checkpoint({"a": 1, "b": 3}))
+    assert first.payload_hash == second.payload_hash
+    assert first.payload_hash != third.payload_hash
+
+
+def test_application_dataclass_needs_the_allowlist() -> None:
+    checkpoint = _checkpoint({"order": OrderState("o-1", ["a"], 2.5)})
+    with pytest.raises(MongoDBSerializationError, match="allowed_checkpoint_types"):
+        CheckpointCodec().encode(checkpoint)
+
+    allowed = CheckpointCodec((_ORDER_KEY,))
+    encoded = allowed.encode(checkpoint)
+    assert allowed.decode(encoded.payload, checksum=encoded.payload_checksum).state == checkpoint.state
+
+    with pytest.raises(MongoDBMappingError, match=_ORDER_KEY) as raised:
+        CheckpointCodec().decode(encoded.payload, checksum=encoded.payload_checksum)
+    assert "allowed_checkpoint_types" in str(raised.value)
+    assert isinstance(raised.value, WorkflowCheckpointException)
+
+
+def test_slotted_and_frozen_application_classes_round_trip() -> None:
+    keys = (
+        "tests.unit.codec.app_types:Point",
+        "tests.unit.codec.app_types:SlottedPoint",
+        "tests.unit.codec.app_types:Color",
+    )
+    state = {"point": Point(1, 2), "slotted": SlottedPoint(3, "s"), "color": Color.BLUE}
+    assert _round_trip(CheckpointCodec(keys), _checkpoint(state)).state == state
+
+
+def test_hook_overriding_class_is_rejected_even_when_allowlisted() -> None:
+    codec = CheckpointCodec(("tests.unit.codec.app_types:HookedState",))
+    with pytest.raises(MongoDBSerializationError, match="overrides pickle hooks"):
+        codec.encode(_checkpoint({"bad": HookedState(1)}))
+    assert app_types.HOOK_CALLS == []
+
+
+def test_mapping_subclass_is_rejected_even_when_allowlisted() -> None:
+    codec = CheckpointCodec(("tests.unit.codec.app_types:Mapped",))
+    with pytest.raises(MongoDBSerializationError, match="only exact dict"):
+        codec.encode(_checkpoint({"bad": app_types.Mapped(a=1)}))
+
+
+def test_global_dispatch_table_reducer_is_ignored() -> None:
+    checkpoint = _checkpoint({"order": OrderState("o-1"), "when": dt.date(2020, 1, 1)})
+    codec = CheckpointCodec((_ORDER_KEY,))
+    before = codec.encode(checkpoint)
+    calls: list[object] = []
+
+    def divergent(value: object) -> tuple[Any, tuple[Any, ...]]:
+        calls.append(value)
+        return (str, ("diverged",))
+
+    copyreg.pickle(OrderState, divergent)
+    copyreg.pickle(dt.date, divergent)
+    try:
+        assert pickle.dumps(OrderState("x"), protocol=5) != before.payload  # the reducer is live
+        calls.clear()
+        after = codec.encode(checkpoint)
+    finally:
+        del copyreg.dispatch_table[OrderState]
+        del copyreg.dispatch_table[dt.date]
+    assert calls == []
+    assert after == before
+
+
+def test_copyreg_extension_types_are_rejected_before_pickling() -> None:
+    codec = CheckpointCodec((_ORDER_KEY,))
+    checkpoint = _checkpoint({"deep": [{"order": OrderState("o-1")}]})
+    copyreg.add_extension("tests.unit.codec.app_types", "OrderState", 0x7AB1)
+    try:
+        with pytest.raises(MongoDBSerializationError, match="copyreg"):
+            codec.encode(checkpoint)
+        message = Message(
+            role="user", contents=[Content.from_text("x")], additional_properties={"o": OrderState("o")}
+        )
+        with pytest.raises(MongoDBSerializationError, match="copyreg"):
+            codec.encode(_checkpoint({"m": [message]}))
+    finally:
+        copyreg.remove_extension("tests.unit.codec.app_types", "OrderState", 0x7AB1)
+    assert codec.encode(checkpoint).payload_hash
+
+
+def test_framework_enum_and_unrelated_extension_registrations_leave_encoding_alone() -> None:
+    codec = CheckpointCodec()
+    checkpoint = _checkpoint({"a": [1, "b"]})
+    before = codec.encode(checkpoint)
+    copyreg.add_extension("tests.unit.codec.marker", "Tripwire", 0x7AB2)
+    try:
+        assert codec.encode(checkpoint) == before
+        assert codec.decode(before.payload, checksum=before.payload_checksum).state == checkpoint.state
+    finally:
+        copyreg.remove_extension("tests.unit.codec.marker", "Tripwire", 0x7AB2)
+
+
+def test_checksum_is_verified_before_unpickling() -> None:
+    encoded = CheckpointCodec().encode(_checkpoint({"a": 1}))
+    with pytest.raises(MongoDBMappingError, match="checksum"):
+        CheckpointCodec().decode(encoded.payload, checksum="0" * 64)
+    tampered = encoded.payload.replace(b"\x8c\x01a", b"\x8c\x01b")
+    with pytest.raises(MongoDBMappingError, match="checksum"):
+        CheckpointCodec().decode(tampered, checksum=encoded.payload_checksum)
+
+
+def _payload(value: object) -> bytes:
+    return pickle.dumps(value, protocol=5)
+
+
+def test_decode_requires_a_checkpoint_dictionary() -> None:
+    codec = CheckpointCodec()
+    for value in ([1, 2], {"not": "fields"}, "text"):
+        payload = _payload(value)
+        with pytest.raises(MongoDBMappingError):
+            codec.decode(payload, checksum=payload_checksum(payload))
+
+
+def test_decode_refuses_other_protocols() -> None:
+    payload = pickle.dumps(_checkpoint().to_dict(), protocol=4)
+    with pytest.raises(MongoDBMappingError, match="protocol-5"):
+        CheckpointCodec().decode(payload, checksum=payload_checksum(payload))
+
+
+def test_unsupported_values_fail_before_pickling() -> None:
+    with pytest.raises(MongoDBMappingError):
+        CheckpointCodec().encode(_checkpoint({"f": print}))
+    with pytest.raises(MongoDBMappingError, match="NaN"):
+        CheckpointCodec().encode(_checkpoint({"f": float("nan")}))
+
+
+def test_encode_rejects_non_checkpoints() -> None:
+    with pytest.raises(MongoDBSerializationError):
+        CheckpointCodec().encode({"workflow_name": "x"})  # type: ignore[arg-type]
+
+
+def test_round_trip_proof_rejects_bytes_that_restore_differently(monkeypatch: pytest.MonkeyPatch) -> None:
+    from agent_framework_mongodb.checkpoints import codec as codec_module
+
+    real = codec_module.restricted_loads  # type: ignore[attr-defined]
+
+    def drifting(payload: bytes, policy: Any) -> object:
+        value = real(payload, policy)
+        assert isinstance(value, dict)
+        value["state"] = {"a": 2}
+        return value
+
+    monkeypatch.setattr(codec_module, "restricted_loads", drifting)
+    with pytest.raises(MongoDBSerializationError, match="does not restore to an equal value"):
+        CheckpointCodec().encode(_checkpoint({"a": 1}))
+
+
+def test_round_trip_proof_rejects_bytes_that_do_not_load(monkeypatch: pytest.MonkeyPatch) -> None:
+    from agent_framework_mongodb.checkpoints import codec as codec_module
+
+    def refusing(payload: bytes, policy: Any) -> object:
+        raise MongoDBMappingError("blocked for the test")
+
+    monkeypatch.setattr(codec_module, "restricted_loads", refusing)
+    with pytest.raises(MongoDBSerializationError, match="would not load again"):
+        CheckpointCodec().encode(_checkpoint({"a": 1}))
+
+
+@pytest.mark.skipif(
+    not hasattr(agent_framework, "register_checkpoint_type"),
+    reason="agent_framework.register_checkpoint_type first appears after agent-framework-core 1.13",
+)
+def test_types_registered_with_agent_framework_are_honoured() -> None:
+    from tests.unit.codec.registered_types import RegisteredState
+
+    checkpoint = _checkpoint({"r": RegisteredState(1)})
+    with pytest.raises(MongoDBSerializationError):
+        CheckpointCodec().encode(checkpoint)
+    register = agent_framework.register_checkpoint_type  # pyright: ignore[reportUnknownMemberType]
+    register(RegisteredState)
+    restored = _round_trip(CheckpointCodec(), checkpoint)
+    assert restored.state == checkpoint.state
+
+
+def test_registered_hook_class_still_gets_no_hooks() -> None:
+    if not hasattr(agent_framework, "register_checkpoint_type"):
+        pytest.skip("agent_framework.register_checkpoint_type first appears after agent-framework-core 1.13")
+    agent_framework.register_checkpoint_type(HookedState)
+    with pytest.raises(MongoDBSerializationError, match="overrides pickle hooks"):
+        CheckpointCodec().encode(_checkpoint({"h": HookedState(2)}))
+    assert app_types.HOOK_CALLS == []

@@ -1,0 +1,90 @@
+"""Property-based checks: lossless round trips and a stable, order-free, type-tagged identity."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from agent_framework import WorkflowCheckpoint
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agent_framework_mongodb.checkpoints.canonical import canonical_hash
+from agent_framework_mongodb.checkpoints.codec import CheckpointCodec
+from tests.unit.codec.app_types import OrderState, Point
+
+_ALLOWED = ("tests.unit.codec.app_types:OrderState", "tests.unit.codec.app_types:Point")
+_CODEC = CheckpointCodec(_ALLOWED)
+
+_scalars = (
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text()
+)
+_keys = st.text(max_size=8) | st.integers()
+_json_like = st.recursive(
+    _scalars | st.binary(max_size=8),
+    lambda children: (
+        st.lists(children, max_size=4)
+        | st.tuples(children, children)
+        | st.dictionaries(_keys, children, max_size=4)
+        | st.frozensets(_scalars.filter(lambda value: value is not None), max_size=4)
+    ),
+    max_leaves=25,
+)
+_objects = st.builds(OrderState, st.text(max_size=6), st.lists(st.text(max_size=4), max_size=3)) | st.builds(
+    Point, st.integers(), st.integers()
+)
+_state_values = st.recursive(
+    _json_like | _objects,
+    lambda children: (
+        st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=6), children, max_size=3)
+    ),
+    max_leaves=15,
+)
+_states = st.dictionaries(st.text(max_size=10), _state_values, max_size=6)
+
+
+def _checkpoint(state: dict[str, Any]) -> WorkflowCheckpoint:
+    return WorkflowCheckpoint(
+        workflow_name="wf", graph_signature_hash="h", checkpoint_id="c", timestamp="t", state=state
+    )
+
+
+def _shuffled(value: Any, rng: random.Random) -> Any:
+    if type(value) is dict:
+        items = [(key, _shuffled(item, rng)) for key, item in value.items()]
+        rng.shuffle(items)
+        return dict(items)
+    if type(value) is list:
+        return [_shuffled(item, rng) for item in value]
+    return value
+
+
+@settings(max_examples=150, deadline=None)
+@given(_states)
+def test_encode_decode_is_lossless_and_hash_stable(state: dict[str, Any]) -> None:
+    encoded = _CODEC.encode(_checkpoint(state))
+    restored = _CODEC.decode(encoded.payload, checksum=encoded.payload_checksum)
+    assert restored.state == state
+    assert _CODEC.encode(restored).payload_hash == encoded.payload_hash
+    assert canonical_hash(_checkpoint(state).to_dict()) == encoded.payload_hash
+
+
+@settings(max_examples=150, deadline=None)
+@given(_states, st.randoms(use_true_random=False))
+def test_insertion_order_does_not_change_the_hash(state: dict[str, Any], rng: random.Random) -> None:
+    reordered = _shuffled(state, rng)
+    assert reordered == state
+    assert canonical_hash(reordered) == canonical_hash(state)
+
+
+@given(st.integers(min_value=-(2**64), max_value=2**64))
+def test_int_float_and_bool_are_distinct(number: int) -> None:
+    tagged = {canonical_hash(number), canonical_hash(float(number)), canonical_hash(str(number))}
+    assert len(tagged) == 3
+    if number in (0, 1):
+        assert canonical_hash(bool(number)) not in tagged
+
+
+@given(st.lists(_scalars, max_size=5))
+def test_list_and_tuple_are_distinct(items: list[Any]) -> None:
+    assert canonical_hash(items) != canonical_hash(tuple(items))
