@@ -1,6 +1,7 @@
 """MongoDB checkpoint storage for Microsoft Agent Framework workflows."""
 
 from .checkpoints.options import MongoDBCheckpointStorageOptions
+from .checkpoints.results import MongoDBCheckpointClearResult, MongoDBCheckpointPage
 from .checkpoints.storage import MongoDBCheckpointStorage
 from .errors import (
     MongoDBAuthorizationError,
@@ -24,7 +25,9 @@ from .errors import (
 __all__ = [
     "MongoDBAuthorizationError",
     "MongoDBCapabilityError",
+    "MongoDBCheckpointClearResult",
     "MongoDBCheckpointNotFoundError",
+    "MongoDBCheckpointPage",
     "MongoDBCheckpointStorage",
     "MongoDBCheckpointStorageOptions",
     "MongoDBConcurrencyError",

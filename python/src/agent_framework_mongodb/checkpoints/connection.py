@@ -1,0 +1,194 @@
+"""Where a storage's collection comes from, who owns its client, and waiting for the server.
+
+A storage takes exactly one source: an injected collection, an injected client, a connection
+string, or ``MONGODB_URI`` from the environment when none is given. Injected objects stay the
+caller's; a client built here from a connection string belongs to the storage, which closes it.
+Nothing in this module does I/O except :func:`wait_for_server`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import os
+import random
+from collections.abc import Mapping
+from typing import TypeGuard
+
+from pymongo import AsyncMongoClient
+from pymongo.driver_info import DriverInfo
+from pymongo.errors import PyMongoError
+
+from ..errors import (
+    MongoDBConfigurationError,
+    MongoDBTimeoutError,
+    is_transient_driver_error,
+    translate_driver_error,
+)
+from .driver import CheckpointClient, CheckpointCollection, CheckpointDatabase, Document
+
+__all__ = [
+    "DEFAULT_COLLECTION_NAME",
+    "DEFAULT_DATABASE_NAME",
+    "DEFAULT_WAIT_TIMEOUT",
+    "MONGODB_URI_ENV",
+    "CollectionSource",
+    "create_owned_client",
+    "resolve_collection",
+    "wait_for_server",
+]
+
+DEFAULT_DATABASE_NAME = "agent_framework"
+DEFAULT_COLLECTION_NAME = "workflow_checkpoints"
+MONGODB_URI_ENV = "MONGODB_URI"
+DEFAULT_WAIT_TIMEOUT = 30.0
+"""Seconds ``connect`` waits for a first answer; pymongo's own server selection default."""
+
+_FIRST_RETRY_DELAY = 0.05
+_MAX_RETRY_DELAY = 2.0
+
+# https://www.mongodb.com/docs/manual/reference/limits/#naming-restrictions
+# The Windows set is the stricter one; a name that works everywhere is the one to accept.
+_FORBIDDEN_DATABASE_CHARACTERS = frozenset('/\\. "$*<>:|?\x00')
+_MAX_DATABASE_NAME_BYTES = 63
+_MAX_NAMESPACE_BYTES = 255
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class CollectionSource:
+    """The collection a storage uses, and the client it must close (``None`` when not its own)."""
+
+    collection: CheckpointCollection
+    owned_client: CheckpointClient | None
+
+
+def resolve_collection(
+    collection: CheckpointCollection | None,
+    *,
+    mongo_client: CheckpointClient | None,
+    connection_string: str | None,
+    database_name: str,
+    collection_name: str,
+    environ: Mapping[str, str] | None = None,
+) -> CollectionSource:
+    """Pick the one source of a collection, or raise ``MongoDBConfigurationError`` if ambiguous."""
+    given = [
+        name
+        for name, value in (
+            ("collection", collection),
+            ("mongo_client", mongo_client),
+            ("connection_string", connection_string),
+        )
+        if value is not None
+    ]
+    if len(given) > 1:
+        raise MongoDBConfigurationError(
+            f"Pass exactly one of collection, mongo_client or connection_string; got {', '.join(given)}."
+        )
+    if collection is not None:
+        if (database_name, collection_name) != (DEFAULT_DATABASE_NAME, DEFAULT_COLLECTION_NAME):
+            raise MongoDBConfigurationError(
+                "database_name and collection_name apply to a client or connection string, "
+                "not to an injected collection."
+            )
+        return CollectionSource(collection, owned_client=None)
+
+    _validate_namespace(database_name, collection_name)
+    if mongo_client is not None:
+        return CollectionSource(mongo_client[database_name][collection_name], owned_client=None)
+
+    uri = connection_string if connection_string is not None else _uri_from_environment(environ)
+    client = create_owned_client(uri)
+    return CollectionSource(client[database_name][collection_name], owned_client=client)
+
+
+def create_owned_client(connection_string: str) -> CheckpointClient:
+    """Build the ``AsyncMongoClient`` a storage owns. The async client connects lazily: no I/O."""
+    if not _is_nonempty_str(connection_string):
+        raise MongoDBConfigurationError("connection_string must be a non-empty str.")
+    try:
+        client: AsyncMongoClient[Document] = AsyncMongoClient(
+            connection_string, driver=DriverInfo(name="agent-framework-mongodb")
+        )
+    except PyMongoError as error:
+        raise translate_driver_error(error, operation="read", action="parse the connection string") from error
+    except (ValueError, TypeError) as error:
+        # pymongo reports some malformed URIs (a port out of range) as plain ValueError. The
+        # message is not repeated: a connection string can carry credentials.
+        raise MongoDBConfigurationError(
+            f"The connection string is not a valid MongoDB URI ({type(error).__name__})."
+        ) from error
+    return client
+
+
+async def wait_for_server(database: CheckpointDatabase, *, timeout: float) -> None:
+    """Ping until the server answers, retrying transient failures with backoff within ``timeout``.
+
+    Raises:
+        MongoDBTimeoutError: The server did not answer within ``timeout`` seconds.
+        MongoDBIntegrationError: The server answered with a failure a retry will not clear
+            (authorization, configuration); raised at once.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    delay = _FIRST_RETRY_DELAY
+    last_error: PyMongoError | None = None
+    while (remaining := deadline - loop.time()) > 0:
+        try:
+            await asyncio.wait_for(database.command("ping"), remaining)
+        except asyncio.TimeoutError:
+            break
+        except PyMongoError as error:
+            if not is_transient_driver_error(error):
+                raise translate_driver_error(error, operation="read", action="ping the server") from error
+            last_error = error
+        else:
+            return
+        # Jitter keeps a fleet of workers started together from pinging in lockstep.
+        pause = delay * random.uniform(0.5, 1.0)  # noqa: S311 - not a security use
+        await asyncio.sleep(min(pause, max(0.0, deadline - loop.time())))
+        delay = min(delay * 2, _MAX_RETRY_DELAY)
+    raise MongoDBTimeoutError(f"MongoDB did not answer a ping within {timeout:g} seconds.") from last_error
+
+
+def validate_wait_timeout(timeout: object) -> float:
+    """Return ``timeout`` as seconds if it is a positive finite number, else raise."""
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < float("inf"):
+        raise MongoDBConfigurationError(
+            f"wait_timeout must be a positive number of seconds, not {timeout!r}."
+        )
+    return float(timeout)
+
+
+def _uri_from_environment(environ: Mapping[str, str] | None) -> str:
+    uri = (os.environ if environ is None else environ).get(MONGODB_URI_ENV)
+    if not uri:
+        raise MongoDBConfigurationError(
+            "No MongoDB source: pass collection, mongo_client or connection_string, "
+            f"or set {MONGODB_URI_ENV}."
+        )
+    return uri
+
+
+def _is_nonempty_str(value: object) -> TypeGuard[str]:
+    return isinstance(value, str) and bool(value)
+
+
+def _validate_namespace(database_name: object, collection_name: object) -> None:
+    if not _is_nonempty_str(database_name):
+        raise MongoDBConfigurationError("database_name must be a non-empty str.")
+    if _FORBIDDEN_DATABASE_CHARACTERS.intersection(database_name):
+        raise MongoDBConfigurationError('database_name must not contain any of /\\. "$*<>:|? or NUL.')
+    if len(database_name.encode("utf-8")) > _MAX_DATABASE_NAME_BYTES:
+        raise MongoDBConfigurationError(f"database_name must be at most {_MAX_DATABASE_NAME_BYTES} bytes.")
+    if not _is_nonempty_str(collection_name):
+        raise MongoDBConfigurationError("collection_name must be a non-empty str.")
+    if "$" in collection_name or "\x00" in collection_name or collection_name.startswith("system."):
+        raise MongoDBConfigurationError(
+            'collection_name must not contain "$" or NUL, nor start with "system.".'
+        )
+    namespace = f"{database_name}.{collection_name}"
+    if len(namespace.encode("utf-8")) > _MAX_NAMESPACE_BYTES:
+        raise MongoDBConfigurationError(
+            f"database_name.collection_name must be at most {_MAX_NAMESPACE_BYTES} bytes."
+        )

@@ -1,0 +1,189 @@
+"""The stored envelope of a checkpoint: building it without I/O, and gating it on load.
+
+A checkpoint document is immutable once inserted. Its versions are independent gates: the
+envelope layout (``schema_version``), the source of the payload (``framework_version``), the
+checkpoint's own public ``version`` (``payload_version``), the codec's format
+(``payload_format``) and the identity hash (``idempotency_hash_version``). A value this build does
+not know fails closed with migration guidance instead of being loaded on a best guess.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from datetime import datetime, timedelta, timezone
+from typing import Any, Final
+
+import bson
+from agent_framework import WorkflowCheckpoint
+
+from ..errors import MongoDBMappingError, MongoDBSerializationError
+from .canonical import CANONICAL_HASH_VERSION
+from .codec import PAYLOAD_FORMAT, EncodedCheckpoint
+from .driver import Document
+from .scope import CHECKPOINT_KIND, RunScope
+
+__all__ = [
+    "FRAMEWORK_VERSION",
+    "MAX_DOCUMENT_BYTES",
+    "PAYLOAD_PROJECTION",
+    "SCHEMA_VERSION",
+    "SUPPORTED_PAYLOAD_VERSIONS",
+    "PreparedCheckpoint",
+    "StoredPayload",
+    "prepare_checkpoint",
+    "stored_payload",
+    "utc_now",
+]
+
+SCHEMA_VERSION: Final = 1
+FRAMEWORK_VERSION: Final = "agent-framework-core/1:WorkflowCheckpoint.to_dict/v1"
+SUPPORTED_PAYLOAD_VERSIONS: Final = frozenset({"1.0"})
+"""``WorkflowCheckpoint.version`` values this build can restore."""
+
+MAX_DOCUMENT_BYTES: Final = 16 * 1024 * 1024
+"""MongoDB's BSON document size limit (https://www.mongodb.com/docs/manual/reference/limits/)."""
+
+PAYLOAD_FIELD: Final = "checkpoint"
+
+PAYLOAD_PROJECTION: Final[Mapping[str, int]] = {
+    "_id": 0,
+    "checkpoint_id": 1,
+    "sequence": 1,
+    "schema_version": 1,
+    "framework_version": 1,
+    "payload_version": 1,
+    "payload_format": 1,
+    "idempotency_hash_version": 1,
+    PAYLOAD_FIELD: 1,
+    "payload_checksum": 1,
+}
+"""What ``load``, ``get_latest`` and pages read: the gates, the payload and its checksum."""
+
+# Size of the payload's BSON element beyond its bytes: type byte, key and its NUL, int32 length,
+# subtype byte (https://bsonspec.org/spec.html).
+_BINARY_ELEMENT_OVERHEAD: Final = 1 + len(PAYLOAD_FIELD) + 1 + 4 + 1
+_PLACEHOLDER_SEQUENCE: Final = 2**62
+"""Encodes as int64 like any real sequence might, so the measured size is an upper bound."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PreparedCheckpoint:
+    """A checkpoint's complete document except its sequence, which is allocated last."""
+
+    checkpoint_id: str
+    document_id: str
+    payload_hash: str
+    expires_at: datetime | None
+    size: int
+    _fields: Mapping[str, Any]
+
+    def document(self, sequence: int) -> Document:
+        """The document to insert, with its allocated ``sequence``."""
+        return {**self._fields, "sequence": sequence}
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class StoredPayload:
+    """What a stored document gives the codec to decode, after its gates passed."""
+
+    checkpoint_id: str
+    payload: bytes
+    checksum: str
+
+
+def prepare_checkpoint(
+    scope: RunScope,
+    checkpoint: WorkflowCheckpoint,
+    encoded: EncodedCheckpoint,
+    *,
+    created_at: datetime,
+    ttl: timedelta | None,
+) -> PreparedCheckpoint:
+    """Build the envelope and prove it fits MongoDB's document limit, before any I/O.
+
+    Raises:
+        MongoDBSerializationError: The document would exceed 16 MiB.
+        MongoDBMappingError: The checkpoint's public version is unknown to this build.
+    """
+    if checkpoint.version not in SUPPORTED_PAYLOAD_VERSIONS:
+        raise MongoDBMappingError(
+            f"WorkflowCheckpoint version {checkpoint.version!r} is not one this storage can restore "
+            f"({', '.join(sorted(SUPPORTED_PAYLOAD_VERSIONS))}); upgrade agent-framework-mongodb."
+        )
+    expires_at = None if ttl is None else created_at + ttl
+    document_id = scope.checkpoint_document_id(checkpoint.checkpoint_id)
+    envelope: dict[str, Any] = {
+        "_id": document_id,
+        "_kind": CHECKPOINT_KIND,
+        "schema_version": SCHEMA_VERSION,
+        "framework_version": FRAMEWORK_VERSION,
+        "payload_version": checkpoint.version,
+        "payload_format": PAYLOAD_FORMAT,
+        "idempotency_hash_version": CANONICAL_HASH_VERSION,
+        **scope.fields(),
+        "checkpoint_id": checkpoint.checkpoint_id,
+        "parent_checkpoint_id": checkpoint.previous_checkpoint_id,
+        "created_at": created_at,
+        "payload_hash": encoded.payload_hash,
+        "payload_checksum": encoded.payload_checksum,
+    }
+    if expires_at is not None:
+        envelope["expires_at"] = expires_at
+    # Measuring the envelope without the payload, then adding the payload's exact element size,
+    # avoids copying a payload of up to 16 MiB just to learn its encoded length.
+    envelope_size = len(bson.encode({**envelope, "sequence": _PLACEHOLDER_SEQUENCE}))
+    size = envelope_size + _BINARY_ELEMENT_OVERHEAD + len(encoded.payload)
+    if size > MAX_DOCUMENT_BYTES:
+        raise MongoDBSerializationError(
+            f"The checkpoint's document would be {size:,} bytes; MongoDB stores at most "
+            f"{MAX_DOCUMENT_BYTES:,} bytes per document. Keep large artefacts outside the "
+            "workflow state and store references to them instead."
+        )
+    envelope[PAYLOAD_FIELD] = encoded.payload
+    return PreparedCheckpoint(
+        checkpoint_id=checkpoint.checkpoint_id,
+        document_id=document_id,
+        payload_hash=encoded.payload_hash,
+        expires_at=expires_at,
+        size=size,
+        _fields=envelope,
+    )
+
+
+def stored_payload(document: Mapping[str, Any]) -> StoredPayload:
+    """Check a stored document's version gates and return its payload for decoding.
+
+    Raises:
+        MongoDBMappingError: A version is unknown, or a required field is missing or mistyped.
+    """
+    _require_version(document, "schema_version", {SCHEMA_VERSION})
+    _require_version(document, "framework_version", {FRAMEWORK_VERSION})
+    _require_version(document, "payload_version", SUPPORTED_PAYLOAD_VERSIONS)
+    _require_version(document, "payload_format", {PAYLOAD_FORMAT})
+    _require_version(document, "idempotency_hash_version", {CANONICAL_HASH_VERSION})
+    checkpoint_id = document.get("checkpoint_id")
+    payload = document.get(PAYLOAD_FIELD)
+    checksum = document.get("payload_checksum")
+    if not isinstance(checkpoint_id, str) or not isinstance(payload, bytes) or not isinstance(checksum, str):
+        raise MongoDBMappingError(
+            "A stored checkpoint document lacks its checkpoint_id, payload or payload_checksum."
+        )
+    return StoredPayload(checkpoint_id=checkpoint_id, payload=bytes(payload), checksum=checksum)
+
+
+def utc_now() -> datetime:
+    """The current UTC time at BSON's millisecond precision, as MongoDB will store it."""
+    now = datetime.now(timezone.utc)
+    return now.replace(microsecond=now.microsecond - now.microsecond % 1000)
+
+
+def _require_version(document: Mapping[str, Any], field: str, known: frozenset[Any] | set[Any]) -> None:
+    value = document.get(field)
+    # bool is an int; a stored True must not pass as version 1.
+    if isinstance(value, bool) or value not in known:
+        raise MongoDBMappingError(
+            f"A stored checkpoint has {field} {value!r}, which this build cannot read "
+            f"(it reads {', '.join(repr(v) for v in sorted(known))}). Upgrade agent-framework-mongodb, "
+            "or migrate the stored checkpoints with the release that wrote them."
+        )

@@ -1,0 +1,91 @@
+"""Pages of a run's checkpoints: the page-size bounds and the opaque, scope-bound cursor.
+
+A page holds checkpoints in ``(sequence, checkpoint_id)`` order. Sequences are unique within a
+run, so a page continues strictly after the last sequence it returned. The cursor carries that
+position, a format version, and a tag derived from the run's scope discriminator: a cursor
+from another run, another version, or with any byte changed is rejected rather than reinterpreted.
+The tag is not a secret signature; the storage's scope filter, not the cursor, decides what a
+caller may read (docs/adr/0008-cursor-format.md).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import dataclasses
+import hashlib
+import hmac
+import json
+from typing import Final
+
+from ..errors import MongoDBConfigurationError
+from .options import MongoDBCheckpointStorageOptions
+from .scope import RunScope
+
+__all__ = ["CURSOR_VERSION", "PagePosition", "decode_cursor", "encode_cursor", "resolve_limit"]
+
+CURSOR_VERSION: Final = 1
+_PREFIX: Final = f"v{CURSOR_VERSION}"
+_TAG_CONTEXT: Final = b"agent-framework-mongodb/cursor/v1"
+_TAG_LENGTH: Final = 32
+_MAX_CURSOR_LENGTH: Final = 4096
+_CURSOR_PARTS: Final = 3
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PagePosition:
+    """The last checkpoint a page returned; the next page starts after it."""
+
+    sequence: int
+    checkpoint_id: str
+
+
+def resolve_limit(limit: object, options: MongoDBCheckpointStorageOptions) -> int:
+    """The page size for a request: ``options.page_size`` when ``limit`` is ``None``."""
+    if limit is None:
+        return options.page_size
+    if type(limit) is not int or not 1 <= limit <= options.max_page_size:
+        raise MongoDBConfigurationError(
+            f"limit must be an int from 1 to max_page_size ({options.max_page_size}), not {limit!r}."
+        )
+    return limit
+
+
+def encode_cursor(scope: RunScope, position: PagePosition) -> str:
+    """An opaque cursor for the page after ``position``, valid only for ``scope``."""
+    body = json.dumps([position.sequence, position.checkpoint_id], separators=(",", ":"), ensure_ascii=True)
+    encoded = base64.urlsafe_b64encode(body.encode("ascii")).decode("ascii").rstrip("=")
+    return f"{_PREFIX}.{encoded}.{_tag(scope, encoded)}"
+
+
+def decode_cursor(scope: RunScope, cursor: object) -> PagePosition:
+    """The position a cursor names; fails closed on anything this run did not issue."""
+    if not isinstance(cursor, str) or not cursor or len(cursor) > _MAX_CURSOR_LENGTH:
+        raise _invalid("it is not a cursor this storage issued")
+    parts = cursor.split(".")
+    if len(parts) != _CURSOR_PARTS:
+        raise _invalid("it is not a cursor this storage issued")
+    version, encoded, tag = parts
+    if version != _PREFIX:
+        raise _invalid(f"its format {version!r} is not {_PREFIX!r}")
+    if not hmac.compare_digest(tag, _tag(scope, encoded)):
+        raise _invalid("it was issued for another run, or altered")
+    try:
+        body = json.loads(base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)))
+    except (binascii.Error, ValueError) as error:
+        raise _invalid("its position cannot be read") from error
+    match body:
+        case [int() as sequence, str() as checkpoint_id] if sequence >= 0 and not isinstance(sequence, bool):
+            return PagePosition(sequence, checkpoint_id)
+        case _:
+            raise _invalid("its position cannot be read")
+
+
+def _tag(scope: RunScope, encoded: str) -> str:
+    digest = hashlib.sha256(_TAG_CONTEXT + b"\x00" + scope.discriminator.encode("ascii") + b"\x00")
+    digest.update(encoded.encode("ascii"))
+    return digest.hexdigest()[:_TAG_LENGTH]
+
+
+def _invalid(reason: str) -> MongoDBConfigurationError:
+    return MongoDBConfigurationError(f"The page cursor is not valid for this storage: {reason}.")

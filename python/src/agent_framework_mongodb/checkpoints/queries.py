@@ -1,0 +1,65 @@
+"""Every query shape the storage sends: filters, sorts and projections, by name.
+
+Each filter states, by equality, the document kind and the complete scope (the discriminator and
+the raw fields), so a query can only match the bound run and satisfies the partial filter of the
+index meant to serve it (see ``indexes``). Sorts use ``sequence`` alone: sequences are unique
+within a run, so that order is the storage's ``(sequence, checkpoint_id)`` order, and the
+sequence index serves it without an in-memory sort.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+from .documents import PAYLOAD_PROJECTION
+from .scope import CHECKPOINT_KIND, COUNTER_KIND, RunScope
+
+__all__ = [
+    "ASCENDING_SEQUENCE",
+    "DESCENDING_SEQUENCE",
+    "IDEMPOTENCY_PROJECTION",
+    "ID_PROJECTION",
+    "PAYLOAD_PROJECTION",
+    "SEQUENCE_PROJECTION",
+    "checkpoint_filter",
+    "counter_filter",
+    "page_filter",
+    "run_filter",
+]
+
+ASCENDING_SEQUENCE: Final = [("sequence", 1)]
+DESCENDING_SEQUENCE: Final = [("sequence", -1)]
+
+ID_PROJECTION: Final[Mapping[str, int]] = {"_id": 0, "checkpoint_id": 1, "sequence": 1}
+"""``list_checkpoint_ids`` never fetches payloads."""
+
+SEQUENCE_PROJECTION: Final[Mapping[str, int]] = {"_id": 0, "sequence": 1}
+IDEMPOTENCY_PROJECTION: Final[Mapping[str, int]] = {
+    "_id": 0,
+    "payload_hash": 1,
+    "idempotency_hash_version": 1,
+}
+
+
+def run_filter(scope: RunScope) -> dict[str, Any]:
+    """Every checkpoint of the run."""
+    return {"_kind": CHECKPOINT_KIND, **scope.fields()}
+
+
+def checkpoint_filter(scope: RunScope, checkpoint_id: str) -> dict[str, Any]:
+    """One checkpoint of the run: its deterministic ``_id`` and the complete scope."""
+    return {"_id": scope.checkpoint_document_id(checkpoint_id), **run_filter(scope)}
+
+
+def page_filter(scope: RunScope, after_sequence: int | None) -> dict[str, Any]:
+    """The run's checkpoints after a page position (all of them without one)."""
+    query = run_filter(scope)
+    if after_sequence is not None:
+        query["sequence"] = {"$gt": after_sequence}
+    return query
+
+
+def counter_filter(scope: RunScope) -> dict[str, Any]:
+    """The run's sequence counter document."""
+    return {"_id": scope.counter_document_id, "_kind": COUNTER_KIND, **scope.fields()}

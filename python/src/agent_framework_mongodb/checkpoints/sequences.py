@@ -1,0 +1,152 @@
+"""Per-run sequence numbers: one atomic counter upsert per save, with recovery.
+
+Each run has one counter document beside its checkpoints. A save allocates by a single
+``find_one_and_update`` with an aggregation-pipeline upsert, so concurrent saves receive unique,
+positive, increasing numbers and the first saves of a new run cannot fail on its creation.
+
+A counter can vanish while checkpoints remain (TTL removes documents in any order; an operator
+may delete it). A new counter would then restart below retained sequences, so every counter
+records ``sequence_checked``: whether its value is known to be at least the greatest retained
+checkpoint sequence. Only a counter that is not yet checked costs the recovery read, which fetches
+the greatest retained sequence through the sequence index and then either marks the counter checked
+(the allocation was already above it) or allocates again from that floor. A checked counter costs
+one round trip; see docs/adr/0006-sequence-allocation.md for the reasoning and the races.
+
+Retention rides on the same update: an expiring save moves the counter's ``expires_at`` only
+forward; a non-expiring save makes the counter permanent, and permanent is dominant. A counter
+written before ``retention_mode`` existed (a sequence without ``expires_at``) counts as permanent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any, Final
+
+from pymongo import ReturnDocument
+from pymongo.errors import PyMongoError
+
+from ..errors import MongoDBPersistenceError, translate_driver_error
+from .driver import CheckpointCollection
+from .indexes import SIMPLE_COLLATION
+from .queries import DESCENDING_SEQUENCE, SEQUENCE_PROJECTION, counter_filter, run_filter
+from .scope import RunScope
+
+__all__ = ["allocate_sequence", "retained_maximum"]
+
+PERMANENT: Final = "permanent"
+EXPIRING: Final = "expiring"
+
+_COUNTER_PROJECTION: Final = {"_id": 0, "sequence": 1, "sequence_checked": 1}
+
+
+async def allocate_sequence(
+    collection: CheckpointCollection,
+    scope: RunScope,
+    *,
+    expires_at: datetime | None,
+    recover: bool = False,
+) -> int:
+    """Allocate the next sequence number of the run.
+
+    Args:
+        collection: The checkpoint collection.
+        scope: The run.
+        expires_at: The saved checkpoint's expiry, or ``None`` for a permanent checkpoint.
+        recover: Check against the retained maximum even if the counter says it is checked;
+            the caller sets it after an insert collided on the sequence index.
+    """
+    counter = await _advance(collection, scope, expires_at=expires_at, floor=None, increment=1, upsert=True)
+    sequence = _sequence_of(counter)
+    if counter.get("sequence_checked") is True and not recover:
+        return sequence
+    retained = await retained_maximum(collection, scope)
+    if retained < sequence:
+        # Already above every retained checkpoint: record that, without spending a number. If the
+        # counter vanished meanwhile this updates nothing, and the next save checks again.
+        await _advance(collection, scope, expires_at=expires_at, floor=retained, increment=0, upsert=False)
+        return sequence
+    counter = await _advance(
+        collection, scope, expires_at=expires_at, floor=retained, increment=1, upsert=True
+    )
+    return _sequence_of(counter)
+
+
+async def retained_maximum(collection: CheckpointCollection, scope: RunScope) -> int:
+    """The greatest sequence among the run's stored checkpoints, or 0 if it has none."""
+    try:
+        document = await collection.find_one(
+            run_filter(scope), SEQUENCE_PROJECTION, sort=DESCENDING_SEQUENCE, collation=SIMPLE_COLLATION
+        )
+    except PyMongoError as error:
+        raise translate_driver_error(error, operation="read", action="read the greatest sequence") from error
+    if document is None:
+        return 0
+    return _sequence_of(document)
+
+
+async def _advance(
+    collection: CheckpointCollection,
+    scope: RunScope,
+    *,
+    expires_at: datetime | None,
+    floor: int | None,
+    increment: int,
+    upsert: bool,
+) -> Mapping[str, Any]:
+    try:
+        counter = await collection.find_one_and_update(
+            counter_filter(scope),
+            _counter_pipeline(expires_at=expires_at, floor=floor, increment=increment),
+            _COUNTER_PROJECTION,
+            upsert=upsert,
+            return_document=ReturnDocument.AFTER,
+            collation=SIMPLE_COLLATION,
+        )
+    except PyMongoError as error:
+        raise translate_driver_error(error, operation="write", action="allocate a sequence") from error
+    return {} if counter is None else counter
+
+
+def _counter_pipeline(
+    *, expires_at: datetime | None, floor: int | None, increment: int
+) -> Sequence[Mapping[str, Any]]:
+    """One ``$set`` stage: every expression reads the counter as it was before this update.
+
+    ``floor`` is a retained maximum just read, or ``None``; applying one makes the counter checked.
+    """
+    current = {"$ifNull": ["$sequence", 0]}
+    # A counter from before `sequence_checked` existed was kept by an allocator that always read
+    # the retained maximum first: a present sequence without the flag counts as checked.
+    was_checked = {"$ifNull": ["$sequence_checked", {"$gt": [current, 0]}]}
+    stage: dict[str, Any] = {
+        "sequence": {"$add": [{"$max": [current, floor or 0]}, increment]},
+        "sequence_checked": True if floor is not None else was_checked,
+    }
+    stage.update(_retention_fields(expires_at))
+    return [{"$set": stage}]
+
+
+def _retention_fields(expires_at: datetime | None) -> dict[str, Any]:
+    if expires_at is None:
+        return {"retention_mode": PERMANENT, "expires_at": "$$REMOVE"}
+    legacy_permanent = {
+        "$and": [
+            {"$eq": [{"$type": "$retention_mode"}, "missing"]},
+            {"$ne": [{"$type": "$sequence"}, "missing"]},
+            {"$eq": [{"$type": "$expires_at"}, "missing"]},
+        ]
+    }
+    permanent = {"$or": [{"$eq": ["$retention_mode", PERMANENT]}, legacy_permanent]}
+    later = {"$max": [{"$ifNull": ["$expires_at", expires_at]}, expires_at]}
+    return {
+        "retention_mode": {"$cond": [permanent, PERMANENT, EXPIRING]},
+        "expires_at": {"$cond": [permanent, "$$REMOVE", later]},
+    }
+
+
+def _sequence_of(document: Mapping[str, Any]) -> int:
+    sequence = document.get("sequence")
+    if isinstance(sequence, bool) or not isinstance(sequence, int) or sequence < 0:
+        raise MongoDBPersistenceError("The run's sequence counter holds a value that is not a sequence.")
+    return sequence

@@ -1,0 +1,537 @@
+"""``MongoDBCheckpointStorage``: Agent Framework workflow checkpoints kept in MongoDB.
+
+Each public method is a short orchestration of the steps below it: validate and encode without
+I/O, then as few round trips as the operation allows (a save costs two in steady state: the
+sequence allocation and the insert; a load, latest, page or delete costs one).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from types import TracebackType
+from typing import Any, Final
+
+from agent_framework import CheckpointID, CheckpointStorage, WorkflowCheckpoint
+from pymongo.errors import DuplicateKeyError, PyMongoError
+
+from .._telemetry import completion_log
+from ..errors import (
+    MongoDBCheckpointNotFoundError,
+    MongoDBConcurrencyError,
+    MongoDBConfigurationError,
+    MongoDBIndexMismatchError,
+    MongoDBIndexMissingError,
+    MongoDBMappingError,
+    translate_driver_error,
+)
+from .canonical import CANONICAL_HASH_VERSION
+from .codec import CheckpointCodec
+from .connection import (
+    DEFAULT_COLLECTION_NAME,
+    DEFAULT_DATABASE_NAME,
+    DEFAULT_WAIT_TIMEOUT,
+    resolve_collection,
+    validate_wait_timeout,
+    wait_for_server,
+)
+from .documents import PreparedCheckpoint, prepare_checkpoint, stored_payload, utc_now
+from .driver import CheckpointClient, CheckpointCollection, Document
+from .indexes import CHECKPOINT_INDEXES, SIMPLE_COLLATION, index_differences
+from .options import MongoDBCheckpointStorageOptions, validate_identifier
+from .paging import PagePosition, decode_cursor, encode_cursor, resolve_limit
+from .queries import (
+    ASCENDING_SEQUENCE,
+    DESCENDING_SEQUENCE,
+    ID_PROJECTION,
+    IDEMPOTENCY_PROJECTION,
+    PAYLOAD_PROJECTION,
+    checkpoint_filter,
+    counter_filter,
+    page_filter,
+    run_filter,
+)
+from .results import MongoDBCheckpointClearResult, MongoDBCheckpointPage
+from .scope import RunScope
+from .sequences import allocate_sequence
+
+__all__ = ["MongoDBCheckpointStorage"]
+
+_MAX_SAVE_ATTEMPTS: Final = 4
+"""An insert that collides on the sequence index recovers and retries; this bounds the loop."""
+
+
+class MongoDBCheckpointStorage(CheckpointStorage):
+    """Checkpoint storage for one workflow run, kept in a MongoDB collection.
+
+    Construction does no I/O and never creates indexes. Give exactly one source of a
+    collection; with none, ``MONGODB_URI`` from the environment is used.
+
+    Args:
+        collection: A collection to use as is (pymongo ``AsyncCollection`` or compatible).
+        options: The run this storage is bound to, and its paging and retention settings.
+        mongo_client: A client (pymongo ``AsyncMongoClient`` or compatible) to take the
+            collection from, by ``database_name`` and ``collection_name``.
+        connection_string: A MongoDB URI; the storage builds and owns the client.
+        database_name: The database, with ``mongo_client`` or a connection string.
+        collection_name: The collection, with ``mongo_client`` or a connection string.
+
+    Raises:
+        MongoDBConfigurationError: The options are not options, the sources are ambiguous or
+            missing, or a name or URI is invalid.
+
+    Injected clients and collections stay the caller's and are never closed. A client built
+    from a connection string belongs to the storage: ``close()`` or leaving ``async with``
+    closes it exactly once.
+    """
+
+    _collection: CheckpointCollection
+    _options: MongoDBCheckpointStorageOptions
+    _scope: RunScope
+    _codec: CheckpointCodec
+    _owned_client: CheckpointClient | None
+
+    def __init__(
+        self,
+        collection: CheckpointCollection | None = None,
+        *,
+        options: MongoDBCheckpointStorageOptions,
+        mongo_client: CheckpointClient | None = None,
+        connection_string: str | None = None,
+        database_name: str = DEFAULT_DATABASE_NAME,
+        collection_name: str = DEFAULT_COLLECTION_NAME,
+    ) -> None:
+        _require_options(options)
+        source = resolve_collection(
+            collection,
+            mongo_client=mongo_client,
+            connection_string=connection_string,
+            database_name=database_name,
+            collection_name=collection_name,
+        )
+        codec = CheckpointCodec(options.allowed_checkpoint_types)
+        self._bind(source.collection, options, codec, owned_client=source.owned_client)
+
+    @classmethod
+    async def connect(
+        cls,
+        collection: CheckpointCollection | None = None,
+        *,
+        options: MongoDBCheckpointStorageOptions,
+        mongo_client: CheckpointClient | None = None,
+        connection_string: str | None = None,
+        database_name: str = DEFAULT_DATABASE_NAME,
+        collection_name: str = DEFAULT_COLLECTION_NAME,
+        wait_timeout: float = DEFAULT_WAIT_TIMEOUT,
+    ) -> MongoDBCheckpointStorage:
+        """Build a storage, then wait until the server answers a ping.
+
+        Takes the constructor's arguments plus ``wait_timeout``, the seconds to keep retrying
+        (with backoff) while the server is unreachable, so a worker started beside MongoDB
+        waits for it instead of failing.
+
+        Raises:
+            MongoDBTimeoutError: The server did not answer within ``wait_timeout``.
+            MongoDBIntegrationError: A failure a retry will not clear, such as refused
+                credentials; raised at once.
+
+        A client the storage built is closed again if waiting fails.
+        """
+        timeout = validate_wait_timeout(wait_timeout)
+        storage = cls(
+            collection,
+            options=options,
+            mongo_client=mongo_client,
+            connection_string=connection_string,
+            database_name=database_name,
+            collection_name=collection_name,
+        )
+        try:
+            await wait_for_server(storage._collection.database, timeout=timeout)
+        except BaseException:
+            await storage.close()
+            raise
+        return storage
+
+    def for_session(self, session_id: str) -> MongoDBCheckpointStorage:
+        """Return a storage for another run of the same workflow, sharing this collection.
+
+        The new storage never owns the client: closing it leaves this one working, and it
+        stops working once the owner closes. Making one does no I/O.
+        """
+        storage = type(self).__new__(type(self))
+        options = self._options.with_session(session_id)
+        storage._bind(self._collection, options, self._codec, owned_client=None)
+        return storage
+
+    @property
+    def options(self) -> MongoDBCheckpointStorageOptions:
+        """The run this storage is bound to, and its settings."""
+        return self._options
+
+    async def close(self) -> None:
+        """Close the client if this storage built it; injected clients are left open.
+
+        Safe to call any number of times: the owned client is closed exactly once, even if
+        that close raises.
+        """
+        client, self._owned_client = self._owned_client, None
+        if client is not None:
+            await client.close()
+
+    async def __aenter__(self) -> MongoDBCheckpointStorage:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    # -- CheckpointStorage protocol ------------------------------------------------------
+
+    async def save(self, checkpoint: WorkflowCheckpoint) -> CheckpointID:
+        """Store ``checkpoint`` in the bound run and return its id.
+
+        Saving the same checkpoint again returns the same id and stores nothing new.
+
+        Raises:
+            MongoDBConfigurationError: ``checkpoint`` is not a ``WorkflowCheckpoint`` of the
+                bound workflow, or its id is not a valid identifier.
+            MongoDBSerializationError: The checkpoint cannot be stored losslessly, or its
+                document would exceed 16 MiB. Nothing was written.
+            MongoDBConcurrencyError: The id is already stored with different content.
+        """
+        with completion_log("save") as record:
+            prepared = self._prepare(checkpoint)
+            checkpoint_id = await self._insert(prepared)
+            record.result_count = 1
+            return checkpoint_id
+
+    async def load(self, checkpoint_id: CheckpointID) -> WorkflowCheckpoint:
+        """Return the bound run's checkpoint with this id.
+
+        Raises:
+            MongoDBCheckpointNotFoundError: The run has no checkpoint with this id (another
+                run's checkpoint is never visible).
+            MongoDBMappingError: The stored document is of an unknown version, or corrupt.
+        """
+        with completion_log("load") as record:
+            query = checkpoint_filter(self._scope, _require_checkpoint_id(checkpoint_id))
+            document = await self._find_one(query, PAYLOAD_PROJECTION, action="load a checkpoint")
+            if document is None:
+                raise MongoDBCheckpointNotFoundError("This run has no checkpoint with that id.")
+            checkpoint = self._decode(document)
+            record.result_count = 1
+            return checkpoint
+
+    async def list_checkpoints(self, *, workflow_name: str) -> list[WorkflowCheckpoint]:
+        """Every checkpoint of the bound run, in ``(sequence, checkpoint_id)`` order.
+
+        Fetched one page of ``page_size`` documents at a time; only the decoded checkpoints
+        are kept.
+        """
+        with completion_log("list_checkpoints") as record:
+            self._require_workflow(workflow_name)
+            checkpoints: list[WorkflowCheckpoint] = []
+            async for page in self._pages(PAYLOAD_PROJECTION, limit=self._options.page_size):
+                checkpoints.extend(self._decode(document) for document in page)
+            record.result_count = len(checkpoints)
+            return checkpoints
+
+    async def delete(self, checkpoint_id: CheckpointID) -> bool:
+        """Delete the bound run's checkpoint with this id; ``False`` if there was none."""
+        with completion_log("delete") as record:
+            query = checkpoint_filter(self._scope, _require_checkpoint_id(checkpoint_id))
+            try:
+                result = await self._collection.delete_one(query, collation=SIMPLE_COLLATION)
+            except PyMongoError as error:
+                raise translate_driver_error(
+                    error, operation="write", action="delete a checkpoint"
+                ) from error
+            deleted = _acknowledged_count(result, "deleted_count") == 1
+            record.result_count = int(deleted)
+            return deleted
+
+    async def get_latest(self, *, workflow_name: str) -> WorkflowCheckpoint | None:
+        """The bound run's checkpoint with the greatest sequence, or ``None``."""
+        with completion_log("get_latest") as record:
+            self._require_workflow(workflow_name)
+            document = await self._find_one(
+                run_filter(self._scope),
+                PAYLOAD_PROJECTION,
+                sort=DESCENDING_SEQUENCE,
+                action="read the latest",
+            )
+            if document is None:
+                return None
+            record.result_count = 1
+            return self._decode(document)
+
+    async def list_checkpoint_ids(self, *, workflow_name: str) -> list[CheckpointID]:
+        """The ids of every checkpoint of the bound run, in order; payloads are never fetched."""
+        with completion_log("list_checkpoint_ids") as record:
+            self._require_workflow(workflow_name)
+            ids: list[CheckpointID] = []
+            async for page in self._pages(ID_PROJECTION, limit=self._options.max_page_size):
+                ids.extend(_checkpoint_id_of(document) for document in page)
+            record.result_count = len(ids)
+            return ids
+
+    # -- Beyond the protocol ------------------------------------------------------------
+
+    async def list_checkpoint_page(
+        self, *, workflow_name: str, cursor: str | None = None, limit: int | None = None
+    ) -> MongoDBCheckpointPage:
+        """One page of the bound run's checkpoints, after ``cursor`` (from the start without).
+
+        Args:
+            workflow_name: Must be the bound workflow.
+            cursor: A ``next_cursor`` this storage returned for the same run.
+            limit: Page size, from 1 to ``max_page_size``; ``page_size`` by default.
+
+        Raises:
+            MongoDBConfigurationError: The workflow, cursor or limit is not valid here.
+        """
+        with completion_log("list_checkpoint_page") as record:
+            self._require_workflow(workflow_name)
+            size = resolve_limit(limit, self._options)
+            after = None if cursor is None else decode_cursor(self._scope, cursor)
+            documents = await self._fetch_page(PAYLOAD_PROJECTION, after=after, limit=size)
+            checkpoints = tuple(self._decode(document) for document in documents)
+            record.result_count = len(checkpoints)
+            return MongoDBCheckpointPage(checkpoints, self._next_cursor(documents, size))
+
+    async def clear_run(self) -> MongoDBCheckpointClearResult:
+        """Delete every checkpoint of the bound run, then its sequence counter.
+
+        For a completed run: quiesce its writers first. Safe to retry after a partial failure.
+        Both deletes state the complete scope; neither can reach another run.
+        """
+        with completion_log("clear_run") as record:
+            try:
+                checkpoints = await self._collection.delete_many(
+                    run_filter(self._scope), collation=SIMPLE_COLLATION
+                )
+                counter = await self._collection.delete_one(
+                    counter_filter(self._scope), collation=SIMPLE_COLLATION
+                )
+            except PyMongoError as error:
+                raise translate_driver_error(error, operation="write", action="clear the run") from error
+            result = MongoDBCheckpointClearResult(
+                checkpoints_deleted=_acknowledged_count(checkpoints, "deleted_count"),
+                counter_deleted=_acknowledged_count(counter, "deleted_count"),
+                acknowledged=bool(checkpoints.acknowledged and counter.acknowledged),
+            )
+            record.result_count = result.checkpoints_deleted
+            return result
+
+    async def ensure_indexes(self) -> tuple[str, ...]:
+        """Create the collection's indexes (a deploy-time step); returns their names.
+
+        The only operation that creates indexes. Creating an index that already exists with
+        the same definition does nothing.
+
+        Raises:
+            MongoDBIndexMismatchError: An index of the same name or keys exists with another
+                definition.
+        """
+        with completion_log("ensure_indexes") as record:
+            try:
+                names = await self._collection.create_indexes([spec.model() for spec in CHECKPOINT_INDEXES])
+            except PyMongoError as error:
+                raise translate_driver_error(error, operation="provision", action="create indexes") from error
+            record.result_count = len(names)
+            return tuple(names)
+
+    async def validate_indexes(self) -> None:
+        """Check, read-only, that every required index exists with its exact definition.
+
+        Raises:
+            MongoDBIndexMissingError: A required index does not exist (it is named).
+            MongoDBIndexMismatchError: A required index differs (it and the options are named).
+        """
+        with completion_log("validate_indexes") as record:
+            try:
+                cursor = await self._collection.list_indexes()
+                listed = {str(index.get("name")): index for index in await cursor.to_list(None)}
+            except PyMongoError as error:
+                raise translate_driver_error(error, operation="provision", action="list indexes") from error
+            for spec in CHECKPOINT_INDEXES:
+                index = listed.get(spec.name)
+                if index is None:
+                    raise MongoDBIndexMissingError(
+                        f"Index {spec.name!r} is missing; run ensure_indexes() at deploy time."
+                    )
+                differences = index_differences(spec, index)
+                if differences:
+                    raise MongoDBIndexMismatchError(
+                        f"Index {spec.name!r} differs in {', '.join(differences)}; drop it and run "
+                        "ensure_indexes()."
+                    )
+            record.result_count = len(CHECKPOINT_INDEXES)
+
+    # -- Steps --------------------------------------------------------------------------
+
+    def _bind(
+        self,
+        collection: CheckpointCollection,
+        options: MongoDBCheckpointStorageOptions,
+        codec: CheckpointCodec,
+        *,
+        owned_client: CheckpointClient | None,
+    ) -> None:
+        self._collection = collection
+        self._options = options
+        self._scope = RunScope.from_options(options)
+        self._codec = codec
+        self._owned_client = owned_client
+
+    def _require_workflow(self, workflow_name: object) -> None:
+        if workflow_name != self._scope.workflow_name:
+            raise MongoDBConfigurationError(
+                "workflow_name differs from the workflow this storage is bound to; use a storage "
+                "bound to that workflow."
+            )
+
+    def _prepare(self, checkpoint: object) -> PreparedCheckpoint:
+        """Everything a save can check or compute before its first round trip."""
+        if not isinstance(checkpoint, WorkflowCheckpoint):
+            raise MongoDBConfigurationError(
+                f"save takes a WorkflowCheckpoint, not {type(checkpoint).__name__}."
+            )
+        self._require_workflow(checkpoint.workflow_name)
+        validate_identifier("checkpoint_id", checkpoint.checkpoint_id)
+        if checkpoint.previous_checkpoint_id is not None:
+            validate_identifier("previous_checkpoint_id", checkpoint.previous_checkpoint_id)
+        encoded = self._codec.encode(checkpoint)
+        return prepare_checkpoint(
+            self._scope, checkpoint, encoded, created_at=utc_now(), ttl=self._options.ttl
+        )
+
+    async def _insert(self, prepared: PreparedCheckpoint) -> CheckpointID:
+        """Allocate a sequence and insert; a duplicate key decides idempotency or conflict."""
+        recover = False
+        for _ in range(_MAX_SAVE_ATTEMPTS):
+            sequence = await allocate_sequence(
+                self._collection, self._scope, expires_at=prepared.expires_at, recover=recover
+            )
+            try:
+                await self._collection.insert_one(prepared.document(sequence))
+            except DuplicateKeyError:
+                if await self._is_stored(prepared):
+                    return prepared.checkpoint_id
+                # Not this id: the sequence collided with a retained checkpoint. Recover.
+                recover = True
+            except PyMongoError as error:
+                raise translate_driver_error(error, operation="write", action="save a checkpoint") from error
+            else:
+                return prepared.checkpoint_id
+        raise MongoDBConcurrencyError(
+            f"No free sequence number after {_MAX_SAVE_ATTEMPTS} attempts; another writer keeps "
+            "taking them. Retry the save."
+        )
+
+    async def _is_stored(self, prepared: PreparedCheckpoint) -> bool:
+        """Whether this exact checkpoint is already stored; raises if its id holds other content."""
+        query = checkpoint_filter(self._scope, prepared.checkpoint_id)
+        stored = await self._find_one(query, IDEMPOTENCY_PROJECTION, action="compare a stored checkpoint")
+        if stored is None:
+            return False
+        if stored.get("idempotency_hash_version") != CANONICAL_HASH_VERSION:
+            raise MongoDBMappingError(
+                "The stored checkpoint with this id was written with another idempotency hash "
+                "version; migrate stored checkpoints before saving over them."
+            )
+        if stored.get("payload_hash") != prepared.payload_hash:
+            raise MongoDBConcurrencyError(
+                "A checkpoint with this id is already stored with different content."
+            )
+        return True
+
+    def _decode(self, document: Mapping[str, Any]) -> WorkflowCheckpoint:
+        stored = stored_payload(document)
+        checkpoint = self._codec.decode(stored.payload, checksum=stored.checksum)
+        if (
+            checkpoint.checkpoint_id != stored.checkpoint_id
+            or checkpoint.workflow_name != self._scope.workflow_name
+        ):
+            raise MongoDBMappingError("A stored checkpoint's payload does not belong to its document.")
+        return checkpoint
+
+    async def _find_one(
+        self,
+        query: Mapping[str, Any],
+        projection: Mapping[str, int],
+        *,
+        action: str,
+        sort: list[tuple[str, int]] | None = None,
+    ) -> Document | None:
+        try:
+            return await self._collection.find_one(query, projection, sort=sort, collation=SIMPLE_COLLATION)
+        except PyMongoError as error:
+            raise translate_driver_error(error, operation="read", action=action) from error
+
+    async def _fetch_page(
+        self, projection: Mapping[str, int], *, after: PagePosition | None, limit: int
+    ) -> list[Document]:
+        query = page_filter(self._scope, None if after is None else after.sequence)
+        try:
+            cursor = self._collection.find(
+                query, projection, sort=ASCENDING_SEQUENCE, limit=limit, collation=SIMPLE_COLLATION
+            )
+            return await cursor.to_list(limit)
+        except PyMongoError as error:
+            raise translate_driver_error(
+                error, operation="read", action="read a page of checkpoints"
+            ) from error
+
+    async def _pages(self, projection: Mapping[str, int], *, limit: int) -> AsyncIterator[list[Document]]:
+        """Every page of the run, one bounded request at a time."""
+        after: PagePosition | None = None
+        while True:
+            documents = await self._fetch_page(projection, after=after, limit=limit)
+            yield documents
+            if len(documents) < limit:
+                return
+            after = _position_of(documents[-1])
+
+    def _next_cursor(self, documents: list[Document], limit: int) -> str | None:
+        if len(documents) < limit:
+            return None
+        return encode_cursor(self._scope, _position_of(documents[-1]))
+
+
+def _require_checkpoint_id(checkpoint_id: object) -> str:
+    if not isinstance(checkpoint_id, str):
+        raise MongoDBConfigurationError(f"checkpoint_id must be a str, not {type(checkpoint_id).__name__}.")
+    return checkpoint_id
+
+
+def _checkpoint_id_of(document: Mapping[str, Any]) -> str:
+    checkpoint_id = document.get("checkpoint_id")
+    if not isinstance(checkpoint_id, str):
+        raise MongoDBMappingError("A stored checkpoint document has no checkpoint_id.")
+    return checkpoint_id
+
+
+def _position_of(document: Mapping[str, Any]) -> PagePosition:
+    sequence = document.get("sequence")
+    if isinstance(sequence, bool) or not isinstance(sequence, int):
+        raise MongoDBMappingError("A stored checkpoint document has no sequence.")
+    return PagePosition(sequence, _checkpoint_id_of(document))
+
+
+def _acknowledged_count(result: Any, attribute: str) -> int:
+    # An unacknowledged write (w: 0) has no counts; pymongo raises if they are read.
+    if not getattr(result, "acknowledged", True):
+        return 0
+    return int(getattr(result, attribute))
+
+
+def _require_options(options: object) -> None:
+    if not isinstance(options, MongoDBCheckpointStorageOptions):
+        raise MongoDBConfigurationError(
+            f"options must be MongoDBCheckpointStorageOptions, not {type(options).__name__}."
+        )
