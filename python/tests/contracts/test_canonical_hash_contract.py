@@ -10,7 +10,8 @@ Notation: JSON null/true/false/strings/integers/arrays/objects are None/bool/str
 ``$set``, ``$frozenset`` (arrays), ``$dict`` (array of [key, value] pairs), ``$date``,
 ``$datetime``/``$time`` ({"iso": ..., "fold": 0|1}), ``$timedelta`` ([days, seconds, µs]),
 ``$timezone`` ({"offset": [days, seconds, µs], "name": str|null}), ``$decimal`` and ``$uuid``
-(strings), ``$object`` ({"type": "module:qualname", "fields": {...}}).
+(strings), ``$object`` ({"type": "module:qualname", "fields": {...}}), ``$class``
+("module:qualname": the class object itself).
 """
 
 from __future__ import annotations
@@ -84,6 +85,9 @@ def decode_value(node: Any) -> Any:  # noqa: PLR0911, PLR0912 - one branch per n
         return Decimal(body)
     if tag == "$uuid":
         return uuid.UUID(body)
+    if tag == "$class":
+        module, _, qualname = body.partition(":")
+        return cast(type, getattr(importlib.import_module(module), qualname))
     if tag == "$object":
         module, _, qualname = body["type"].partition(":")
         cls = getattr(importlib.import_module(module), qualname)

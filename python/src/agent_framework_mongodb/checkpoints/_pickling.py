@@ -47,10 +47,14 @@ class _ControlledPickler(pickle.Pickler):
     def reducer_override(self, obj: object) -> Any:
         # Called before pickle looks up __reduce_ex__/__reduce__/__getstate__ on obj, so a
         # rejected class never gets to run a hook.
+        if isinstance(obj, type):
+            if obj not in self._vetted:
+                _vet_class_reference(obj, self._policy)
+                self._vetted.add(obj)
+            return NotImplemented
         cls = type(obj)
         if cls not in self._vetted:
-            if not isinstance(obj, type):
-                _vet_class(cls, self._policy)
+            _vet_class(cls, self._policy)
             self._vetted.add(cls)
         return NotImplemented
 
@@ -78,6 +82,21 @@ def _vet_class(cls: type, policy: TypePolicy) -> None:
             f"Checkpoint state contains an instance of {key!r}, which could not be loaded again: add "
             f'"{key}" to MongoDBCheckpointStorageOptions.allowed_checkpoint_types (or register it '
             "with agent_framework.register_checkpoint_type)."
+        )
+
+
+def _vet_class_reference(cls: type, policy: TypePolicy) -> None:
+    """A class object is pickled by name: accept it only if the loader resolves that name to it."""
+    key = type_key(cls)
+    try:
+        resolved = policy.resolve(cls.__module__, cls.__qualname__)
+    except MongoDBMappingError as error:
+        raise MongoDBSerializationError(
+            f"Checkpoint state refers to class {key!r}, which could not be loaded again: {error}"
+        ) from error
+    if resolved is not cls:
+        raise MongoDBSerializationError(
+            f"Checkpoint state refers to class {key!r}, but that name loads another class."
         )
 
 

@@ -30,6 +30,7 @@ from ..errors import MongoDBMappingError
 from ._type_rules import is_framework_type, is_mapping_class, pickle_hook_overrides, type_key
 
 __all__ = [
+    "ALLOWED_BUILTIN_CLASSES",
     "ALLOWED_STANDARD_GLOBALS",
     "EXTENSION_REGISTRY",
     "TypePolicy",
@@ -51,6 +52,17 @@ ALLOWED_STANDARD_GLOBALS: Final[frozenset[tuple[str, str]]] = frozenset(
     }
 )
 """Globals that protocol-5 pickles of the codec's standard values refer to; all are classes."""
+
+ALLOWED_BUILTIN_CLASSES: Final[frozenset[tuple[str, str]]] = frozenset(
+    ("builtins", cls.__name__)
+    for cls in (str, int, float, bool, bytes, bytearray, list, tuple, dict, set, frozenset)
+)
+"""The built-in value classes a checkpoint may name as class objects (a request's response type).
+
+Their instances never go through ``find_class``: pickle writes them with dedicated opcodes. Only
+a reference to the class itself (``response_type=str``) does. ``builtins:type`` stays blocked:
+calling it with three arguments would create classes.
+"""
 
 _EXTENSION_OPCODES: Final = frozenset({"EXT1", "EXT2", "EXT4"})
 
@@ -131,7 +143,7 @@ class TypePolicy:
         if cached is not None:
             return cached
         key = f"{module}:{name}"
-        if (module, name) in ALLOWED_STANDARD_GLOBALS:
+        if (module, name) in ALLOWED_STANDARD_GLOBALS or (module, name) in ALLOWED_BUILTIN_CLASSES:
             resolved = _import_class(module, name)
         elif module == "agent_framework" or module.startswith("agent_framework."):
             resolved = _import_class(module, name)

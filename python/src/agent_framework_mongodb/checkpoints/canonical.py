@@ -157,6 +157,15 @@ def _plan_for(cls: type) -> _Plan:
     return _Plan(_OBJECT, identity, slot_names(cls))
 
 
+def _class_identity(cls: type) -> bytes:
+    if "<locals>" in cls.__qualname__:
+        raise MongoDBMappingError(
+            f"Checkpoint state refers to class {type_key(cls)!r}, which is defined inside a function "
+            "and cannot be imported when the checkpoint is loaded."
+        )
+    return _text(type_key(cls))
+
+
 def _make_encoder() -> Callable[[object, bytearray], None]:  # noqa: PLR0915 - closures share the caches
     """Build one encode call's recursive encoder, with its caches held in closure cells.
 
@@ -166,6 +175,7 @@ def _make_encoder() -> Callable[[object, bytearray], None]:  # noqa: PLR0915 - c
     text_cache: dict[str, bytes] = {}
     orders: dict[tuple[Any, ...], tuple[tuple[bytes, bytes, int], ...]] = {}
     plans: dict[type, _Plan] = {}
+    references: dict[type, bytes] = {}
     active: set[int] = set()
     u32 = _U32
 
@@ -284,6 +294,14 @@ def _make_encoder() -> Callable[[object, bytearray], None]:  # noqa: PLR0915 - c
             encode_other(value, cls, out)
 
     def encode_other(value: Any, cls: type, out: bytearray) -> None:
+        if isinstance(value, type):
+            # A class object (a request's response type, say): its identity is its name. Which
+            # classes may be named is the loader's decision, enforced by the save-time proof.
+            reference = references.get(value)
+            if reference is None:
+                reference = references[value] = b"c" + _class_identity(value)
+            out += reference
+            return
         plan = plans.get(cls)
         if plan is None:
             plan = plans[cls] = _plan_for(cls)

@@ -179,12 +179,11 @@ def test_non_finite_numbers_are_rejected(value: object) -> None:
 
 @pytest.mark.parametrize(
     "value",
-    [print, len, uuid, OrderState, complex(1, 2), range(3), memoryview(b"x"), ValueError("x"), iter([])],
+    [print, len, uuid, complex(1, 2), range(3), memoryview(b"x"), ValueError("x"), iter([])],
     ids=[
         "builtin-function",
         "len",
         "module",
-        "class",
         "complex",
         "range",
         "memoryview",
@@ -196,6 +195,35 @@ def test_unsupported_values_are_mapping_errors(value: object) -> None:
     with pytest.raises(MongoDBMappingError) as raised:
         canonical_form({"v": value})
     assert isinstance(raised.value, WorkflowCheckpointException)
+
+
+def test_class_objects_are_named_references() -> None:
+    # A paused workflow's request event holds its response type as a class object.
+    assert canonical_form(str) == CANONICAL_HEADER + b"c\x00\x00\x00\x0cbuiltins:str"
+    assert canonical_form(OrderState) == CANONICAL_HEADER + b"c" + _length_prefixed(
+        "tests.unit.codec.app_types:OrderState"
+    )
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [(str, "builtins:str"), (str, bytes), (int, bool), (OrderState, OrderState(order_id="o"))],
+)
+def test_class_references_are_distinct_from_other_values(first: object, second: object) -> None:
+    assert canonical_form(first) != canonical_form(second)
+
+
+def test_class_defined_in_a_function_has_no_reference() -> None:
+    class Local:
+        pass
+
+    with pytest.raises(MongoDBMappingError, match="inside a function"):
+        canonical_form({"response_type": Local})
+
+
+def _length_prefixed(text: str) -> bytes:
+    data = text.encode()
+    return len(data).to_bytes(4, "big") + data
 
 
 def test_local_classes_are_unsupported() -> None:

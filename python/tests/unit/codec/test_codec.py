@@ -291,3 +291,40 @@ def test_registered_hook_class_still_gets_no_hooks() -> None:
     with pytest.raises(MongoDBSerializationError, match="overrides pickle hooks"):
         CheckpointCodec().encode(_checkpoint({"h": HookedState(2)}))
     assert app_types.HOOK_CALLS == []
+
+
+# -- class objects (a paused request's response type) --------------------------------------------
+
+
+@pytest.mark.parametrize("cls", [str, int, float, bool, bytes, bytearray, list, tuple, dict, set, frozenset])
+def test_builtin_value_classes_round_trip_as_references(cls: type) -> None:
+    restored = _round_trip(CheckpointCodec(), _checkpoint({"response_type": cls}))
+    assert restored.state["response_type"] is cls
+
+
+def test_framework_and_standard_classes_round_trip_as_references() -> None:
+    state = {"types": [Message, Content, dt.datetime, Decimal, uuid.UUID]}
+    restored = _round_trip(CheckpointCodec(), _checkpoint(state))
+    assert restored.state["types"] == state["types"]
+
+
+def test_application_class_reference_needs_the_allowlist() -> None:
+    checkpoint = _checkpoint({"response_type": OrderState})
+    with pytest.raises(MongoDBSerializationError, match="allowed_checkpoint_types") as raised:
+        CheckpointCodec().encode(checkpoint)
+    assert _ORDER_KEY in str(raised.value)
+    restored = _round_trip(CheckpointCodec((_ORDER_KEY,)), checkpoint)
+    assert restored.state["response_type"] is OrderState
+
+
+@pytest.mark.parametrize("cls", [type, type(None), object, complex, Exception, pickle.Pickler])
+def test_class_references_the_loader_would_block_fail_at_save(cls: type) -> None:
+    with pytest.raises(MongoDBSerializationError, match="could not be loaded again"):
+        CheckpointCodec().encode(_checkpoint({"response_type": cls}))
+
+
+def test_class_reference_differs_from_instance_in_identity() -> None:
+    codec = CheckpointCodec((_ORDER_KEY,))
+    as_class = codec.encode(_checkpoint({"v": OrderState}))
+    as_instance = codec.encode(_checkpoint({"v": OrderState(order_id="o")}))
+    assert as_class.payload_hash != as_instance.payload_hash
