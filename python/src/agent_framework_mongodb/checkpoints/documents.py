@@ -16,6 +16,7 @@ from typing import Any, Final
 
 import bson
 from agent_framework import WorkflowCheckpoint
+from bson.int64 import Int64
 
 from ..errors import MongoDBMappingError, MongoDBSerializationError
 from .canonical import CANONICAL_HASH_VERSION
@@ -26,6 +27,7 @@ from .scope import CHECKPOINT_KIND, RunScope
 __all__ = [
     "FRAMEWORK_VERSION",
     "MAX_DOCUMENT_BYTES",
+    "MAX_SEQUENCE",
     "PAYLOAD_PROJECTION",
     "SCHEMA_VERSION",
     "SUPPORTED_PAYLOAD_VERSIONS",
@@ -63,8 +65,9 @@ PAYLOAD_PROJECTION: Final[Mapping[str, int]] = {
 # Size of the payload's BSON element beyond its bytes: type byte, key and its NUL, int32 length,
 # subtype byte (https://bsonspec.org/spec.html).
 _BINARY_ELEMENT_OVERHEAD: Final = 1 + len(PAYLOAD_FIELD) + 1 + 4 + 1
-_PLACEHOLDER_SEQUENCE: Final = 2**62
-"""Encodes as int64 like any real sequence might, so the measured size is an upper bound."""
+MAX_SEQUENCE: Final = 2**63 - 1
+"""Sequences are stored as BSON int64 whatever their size, so a document's size never depends
+on its sequence and the size measured before allocation is exact."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -80,7 +83,7 @@ class PreparedCheckpoint:
 
     def document(self, sequence: int) -> Document:
         """The document to insert, with its allocated ``sequence``."""
-        return {**self._fields, "sequence": sequence}
+        return {**self._fields, "sequence": Int64(sequence)}
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -132,7 +135,7 @@ def prepare_checkpoint(
         envelope["expires_at"] = expires_at
     # Measuring the envelope without the payload, then adding the payload's exact element size,
     # avoids copying a payload of up to 16 MiB just to learn its encoded length.
-    envelope_size = len(bson.encode({**envelope, "sequence": _PLACEHOLDER_SEQUENCE}))
+    envelope_size = len(bson.encode({**envelope, "sequence": Int64(0)}))
     size = envelope_size + _BINARY_ELEMENT_OVERHEAD + len(encoded.payload)
     if size > MAX_DOCUMENT_BYTES:
         raise MongoDBSerializationError(

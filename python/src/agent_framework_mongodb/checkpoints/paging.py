@@ -19,6 +19,7 @@ import json
 from typing import Final
 
 from ..errors import MongoDBConfigurationError
+from .documents import MAX_SEQUENCE
 from .options import MongoDBCheckpointStorageOptions
 from .scope import RunScope
 
@@ -60,7 +61,7 @@ def encode_cursor(scope: RunScope, position: PagePosition) -> str:
 
 def decode_cursor(scope: RunScope, cursor: object) -> PagePosition:
     """The position a cursor names; fails closed on anything this run did not issue."""
-    if not isinstance(cursor, str) or not cursor or len(cursor) > _MAX_CURSOR_LENGTH:
+    if not isinstance(cursor, str) or not cursor or len(cursor) > _MAX_CURSOR_LENGTH or not cursor.isascii():
         raise _invalid("it is not a cursor this storage issued")
     parts = cursor.split(".")
     if len(parts) != _CURSOR_PARTS:
@@ -75,7 +76,9 @@ def decode_cursor(scope: RunScope, cursor: object) -> PagePosition:
     except (binascii.Error, ValueError) as error:
         raise _invalid("its position cannot be read") from error
     match body:
-        case [int() as sequence, str() as checkpoint_id] if sequence >= 0 and not isinstance(sequence, bool):
+        case [int() as sequence, str() as checkpoint_id] if (
+            not isinstance(sequence, bool) and 0 <= sequence <= MAX_SEQUENCE and checkpoint_id
+        ):
             return PagePosition(sequence, checkpoint_id)
         case _:
             raise _invalid("its position cannot be read")

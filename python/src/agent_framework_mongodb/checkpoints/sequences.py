@@ -24,9 +24,9 @@ from datetime import datetime
 from typing import Any, Final
 
 from pymongo import ReturnDocument
-from pymongo.errors import PyMongoError
+from pymongo.errors import DuplicateKeyError, PyMongoError
 
-from ..errors import MongoDBPersistenceError, translate_driver_error
+from ..errors import MongoDBIntegrationError, MongoDBPersistenceError, translate_driver_error
 from .driver import CheckpointCollection
 from .indexes import SIMPLE_COLLATION
 from .queries import DESCENDING_SEQUENCE, SEQUENCE_PROJECTION, counter_filter, run_filter
@@ -38,6 +38,7 @@ PERMANENT: Final = "permanent"
 EXPIRING: Final = "expiring"
 
 _COUNTER_PROJECTION: Final = {"_id": 0, "sequence": 1, "sequence_checked": 1}
+_UPSERT_ATTEMPTS: Final = 3
 
 
 async def allocate_sequence(
@@ -94,18 +95,35 @@ async def _advance(
     increment: int,
     upsert: bool,
 ) -> Mapping[str, Any]:
-    try:
-        counter = await collection.find_one_and_update(
-            counter_filter(scope),
-            _counter_pipeline(expires_at=expires_at, floor=floor, increment=increment),
-            _COUNTER_PROJECTION,
-            upsert=upsert,
-            return_document=ReturnDocument.AFTER,
-            collation=SIMPLE_COLLATION,
-        )
-    except PyMongoError as error:
-        raise translate_driver_error(error, operation="write", action="allocate a sequence") from error
-    return {} if counter is None else counter
+    query = counter_filter(scope)
+    pipeline = _counter_pipeline(expires_at=expires_at, floor=floor, increment=increment)
+    for attempt in range(1, _UPSERT_ATTEMPTS + 1):
+        try:
+            counter = await collection.find_one_and_update(
+                query,
+                pipeline,
+                _COUNTER_PROJECTION,
+                upsert=upsert,
+                return_document=ReturnDocument.AFTER,
+                collation=SIMPLE_COLLATION,
+            )
+        except DuplicateKeyError as error:  # noqa: PERF203 - a retry loop; the try is the point
+            # Two first saves of a run both found no counter and both inserted one. The server
+            # retries such an upsert itself only when the filter's equality fields are exactly the
+            # unique index's keys; ours also states the scope, so the loser retries here and then
+            # finds the counter to update. See "Upsert with Unique Index" in
+            # https://www.mongodb.com/docs/manual/reference/method/db.collection.findOneAndUpdate/
+            if not upsert or attempt == _UPSERT_ATTEMPTS:
+                raise _allocation_error(error) from error
+        except PyMongoError as error:
+            raise _allocation_error(error) from error
+        else:
+            return {} if counter is None else counter
+    raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+def _allocation_error(error: PyMongoError) -> MongoDBIntegrationError:
+    return translate_driver_error(error, operation="write", action="allocate a sequence")
 
 
 def _counter_pipeline(

@@ -504,9 +504,9 @@ class MongoDBCheckpointStorage(CheckpointStorage):
 
 
 def _require_checkpoint_id(checkpoint_id: object) -> str:
-    if not isinstance(checkpoint_id, str):
-        raise MongoDBConfigurationError(f"checkpoint_id must be a str, not {type(checkpoint_id).__name__}.")
-    return checkpoint_id
+    # The rule save applies: an id save would refuse cannot be stored, so asking for it is an
+    # error of the caller's, reported without a round trip.
+    return validate_identifier("checkpoint_id", checkpoint_id)
 
 
 def _checkpoint_id_of(document: Mapping[str, Any]) -> str:
