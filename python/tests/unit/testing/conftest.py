@@ -2,19 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import pytest
 
 from agent_framework_mongodb.testing import InMemoryCollection, InMemoryMongoClient
-
-
-@pytest.fixture
-async def client() -> AsyncIterator[InMemoryMongoClient]:
-    engine = InMemoryMongoClient()
-    yield engine
-    if not engine.closed:
-        await engine.close()
 
 
 @pytest.fixture

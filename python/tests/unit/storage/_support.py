@@ -1,0 +1,267 @@
+"""Helpers shared by the storage tests: builders and an instrumented collection proxy."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import uuid
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Any
+
+from agent_framework import Message, WorkflowCheckpoint
+
+from agent_framework_mongodb import MongoDBCheckpointStorage, MongoDBCheckpointStorageOptions
+from agent_framework_mongodb.checkpoints.scope import RunScope
+from agent_framework_mongodb.testing import InMemoryCollection, InMemoryDatabase
+
+TENANT = "tenant-alpha"
+WORKFLOW = "approval-flow"
+SESSION = "session-001"
+APPLICATION = "app-main"
+
+CHECKPOINT_KIND = "workflow_checkpoint"
+COUNTER_KIND = "workflow_checkpoint_counter"
+SCOPE_FIELDS = ("scope_discriminator", "tenant_id", "application_id", "workflow_name", "session_id")
+FIXED_TIMESTAMP = "2025-01-02T03:04:05.678000+00:00"
+INDEX_NAMES = (
+    "checkpoint_scope_identity",
+    "checkpoint_scope_sequence",
+    "checkpoint_scope_lineage",
+    "checkpoint_expiration",
+    "checkpoint_counter_expiration",
+)
+
+
+def make_options(**overrides: Any) -> MongoDBCheckpointStorageOptions:
+    fields: dict[str, Any] = {
+        "tenant_id": TENANT,
+        "workflow_name": WORKFLOW,
+        "session_id": SESSION,
+        "application_id": APPLICATION,
+    }
+    fields.update(overrides)
+    return MongoDBCheckpointStorageOptions(**fields)
+
+
+def make_storage(collection: Any, **overrides: Any) -> MongoDBCheckpointStorage:
+    return MongoDBCheckpointStorage(collection, options=make_options(**overrides))
+
+
+def scope_of(storage: MongoDBCheckpointStorage) -> RunScope:
+    return RunScope.from_options(storage.options)
+
+
+def make_checkpoint(
+    checkpoint_id: str | None = None,
+    *,
+    workflow_name: str = WORKFLOW,
+    previous: str | None = None,
+    state: dict[str, Any] | None = None,
+    timestamp: str | None = None,
+) -> WorkflowCheckpoint:
+    """A checkpoint of the bound workflow; equal arguments give checkpoints of equal content."""
+    return WorkflowCheckpoint(
+        workflow_name=workflow_name,
+        graph_signature_hash="graph-hash-1",
+        checkpoint_id=checkpoint_id if checkpoint_id is not None else f"cp-{uuid.uuid4()}",
+        previous_checkpoint_id=previous,
+        state=state if state is not None else {"step": 1, "note": "hello"},
+        messages={"executor-a": []},
+        timestamp=timestamp if timestamp is not None else FIXED_TIMESTAMP,
+    )
+
+
+def message_state() -> dict[str, Any]:
+    return {
+        "greeting": Message(role="user", contents=["hi"]),
+        "reply": Message(role="assistant", contents=["hello there"]),
+        "numbers": [1, 2, 3],
+        "nested": {"flag": True, "ratio": 0.5, "none": None},
+    }
+
+
+async def save_chain(storage: MongoDBCheckpointStorage, count: int, prefix: str = "cp") -> list[str]:
+    """Save ``count`` checkpoints sequentially, each the parent of the next; return their ids."""
+    ids: list[str] = []
+    previous: str | None = None
+    for index in range(count):
+        checkpoint = make_checkpoint(f"{prefix}-{index:03d}", previous=previous, state={"i": index})
+        ids.append(await storage.save(checkpoint))
+        previous = checkpoint.checkpoint_id
+    return ids
+
+
+async def raw_checkpoints(collection: InMemoryCollection, **match: Any) -> list[dict[str, Any]]:
+    cursor = collection.find({"_kind": CHECKPOINT_KIND, **match}, sort=[("sequence", 1)])
+    return await cursor.to_list(None)
+
+
+async def raw_all(collection: InMemoryCollection) -> list[dict[str, Any]]:
+    return await collection.find({}).to_list(None)
+
+
+async def raw_counter(collection: InMemoryCollection, scope: RunScope) -> dict[str, Any] | None:
+    return await collection.find_one({"_id": scope.counter_document_id})
+
+
+@dataclasses.dataclass
+class Call:
+    name: str
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+
+
+class ProxyCursor:
+    """Wraps an engine cursor; each fetch counts as one round trip."""
+
+    def __init__(self, owner: ProxyCollection, inner: Any) -> None:
+        self._owner = owner
+        self._inner = inner
+        self._fetched = False
+
+    async def _fetch_once(self) -> None:
+        if not self._fetched:
+            self._fetched = True
+            await self._owner.before("find_fetch")
+
+    def __aiter__(self) -> AsyncIterator[dict[str, Any]]:
+        return self._iterate()
+
+    async def _iterate(self) -> AsyncIterator[dict[str, Any]]:
+        await self._fetch_once()
+        async for document in self._inner:
+            yield document
+
+    async def to_list(self, length: int | None = None) -> list[dict[str, Any]]:
+        await self._fetch_once()
+        result: list[dict[str, Any]] = await self._inner.to_list(length)
+        return result
+
+
+class ProxyCollection:
+    """Forwards every collection method the storage uses, recording and counting round trips.
+
+    ``block(name)`` makes the next call of ``name`` wait on an event after announcing itself on
+    ``entered[name]``, so a test can cancel a task parked inside that call.
+    """
+
+    def __init__(self, inner: InMemoryCollection) -> None:
+        self.inner = inner
+        self.calls: list[Call] = []
+        self.round_trips = 0
+        self.trip_names: list[str] = []
+        self._gates: dict[str, asyncio.Event] = {}
+        self.entered: dict[str, asyncio.Event] = {}
+
+    def block(self, name: str) -> asyncio.Event:
+        gate = asyncio.Event()
+        self._gates[name] = gate
+        self.entered[name] = asyncio.Event()
+        return gate
+
+    def reset(self) -> None:
+        self.calls.clear()
+        self.round_trips = 0
+        self.trip_names.clear()
+
+    def named(self, name: str) -> list[Call]:
+        return [call for call in self.calls if call.name == name]
+
+    async def before(self, name: str) -> None:
+        self.round_trips += 1
+        self.trip_names.append(name)
+        gate = self._gates.pop(name, None)
+        if gate is not None:
+            self.entered[name].set()
+            await gate.wait()
+
+    def _record(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        self.calls.append(Call(name, args, dict(kwargs)))
+
+    @property
+    def database(self) -> InMemoryDatabase:
+        return self.inner.database
+
+    async def find_one(self, filter: Any | None = None, *args: Any, **kwargs: Any) -> dict[str, Any] | None:
+        self._record("find_one", (filter, *args), kwargs)
+        await self.before("find_one")
+        return await self.inner.find_one(filter, *args, **kwargs)
+
+    def find(self, *args: Any, **kwargs: Any) -> ProxyCursor:
+        self._record("find", args, kwargs)
+        return ProxyCursor(self, self.inner.find(*args, **kwargs))
+
+    async def insert_one(self, document: Any, *args: Any, **kwargs: Any) -> Any:
+        self._record("insert_one", (document, *args), kwargs)
+        await self.before("insert_one")
+        return await self.inner.insert_one(document, *args, **kwargs)
+
+    async def find_one_and_update(
+        self,
+        filter: Mapping[str, Any],
+        update: Mapping[str, Any] | Sequence[Mapping[str, Any]],
+        *args: Any,
+        **kwargs: Any,
+    ) -> dict[str, Any] | None:
+        self._record("find_one_and_update", (filter, update, *args), kwargs)
+        await self.before("find_one_and_update")
+        return await self.inner.find_one_and_update(filter, update, *args, **kwargs)
+
+    async def delete_one(self, filter: Mapping[str, Any], *args: Any, **kwargs: Any) -> Any:
+        self._record("delete_one", (filter, *args), kwargs)
+        await self.before("delete_one")
+        return await self.inner.delete_one(filter, *args, **kwargs)
+
+    async def delete_many(self, filter: Mapping[str, Any], *args: Any, **kwargs: Any) -> Any:
+        self._record("delete_many", (filter, *args), kwargs)
+        await self.before("delete_many")
+        return await self.inner.delete_many(filter, *args, **kwargs)
+
+    async def create_indexes(self, indexes: Sequence[Any], *args: Any, **kwargs: Any) -> list[str]:
+        self._record("create_indexes", (indexes, *args), kwargs)
+        await self.before("create_indexes")
+        return await self.inner.create_indexes(indexes, *args, **kwargs)
+
+    async def list_indexes(self, *args: Any, **kwargs: Any) -> Any:
+        self._record("list_indexes", args, kwargs)
+        await self.before("list_indexes")
+        return await self.inner.list_indexes(*args, **kwargs)
+
+
+def projection_of(call: Call) -> Mapping[str, Any] | None:
+    """The projection a find/find_one call passed, positionally or by keyword."""
+    if "projection" in call.kwargs:
+        projection: Mapping[str, Any] | None = call.kwargs["projection"]
+        return projection
+    if len(call.args) >= 2:
+        positional: Mapping[str, Any] | None = call.args[1]
+        return positional
+    return None
+
+
+def excludes_field(projection: Mapping[str, Any] | None, field: str) -> bool:
+    """Whether a MongoDB projection leaves ``field`` out of returned documents."""
+    if projection is None:
+        return False
+    values = {key: value for key, value in projection.items() if key != "_id"}
+    inclusive = any(bool(value) for value in values.values())
+    if inclusive:
+        return not bool(projection.get(field, 0))
+    return field in projection and not bool(projection[field])
+
+
+def comparable(value: Any) -> Any:
+    """A structure equal for equal checkpoints: objects without ``__eq__`` (such as ``Message``)
+    are replaced by their type name and ``to_dict()``, recursively."""
+    if isinstance(value, dict):
+        return {key: comparable(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(comparable(item) for item in value)
+    to_dict = getattr(value, "to_dict", None)
+    if callable(to_dict):
+        return (type(value).__qualname__, comparable(to_dict()))
+    return value
+
+
+def checkpoint_dict(checkpoint: WorkflowCheckpoint) -> Any:
+    return comparable(checkpoint.to_dict())

@@ -1,0 +1,90 @@
+"""Concurrency: interleaved saves, reads and deletes on one run stay consistent."""
+
+from __future__ import annotations
+
+import asyncio
+
+from agent_framework_mongodb.testing import InMemoryCollection
+
+from ._support import WORKFLOW, ProxyCollection, make_checkpoint, make_storage, raw_checkpoints, save_chain
+
+
+async def test_gathered_operations_really_interleave(collection: InMemoryCollection) -> None:
+    proxy = ProxyCollection(collection)
+    storage = make_storage(proxy)
+    await save_chain(storage, 1)
+    proxy.reset()
+
+    await asyncio.gather(storage.save(make_checkpoint("cp-a")), storage.save(make_checkpoint("cp-b")))
+
+    # Both allocations run before either insert: the two saves were in flight together.
+    assert proxy.trip_names == ["find_one_and_update", "find_one_and_update", "insert_one", "insert_one"]
+
+
+async def test_many_writers_on_one_run_get_unique_ordered_sequences(collection: InMemoryCollection) -> None:
+    await make_storage(collection).ensure_indexes()
+    writers = [make_storage(collection) for _ in range(4)]
+
+    async def write(index: int) -> list[str]:
+        # Sequential within one writer; the four writers run concurrently.
+        return [await writers[index].save(make_checkpoint(f"w{index}-s{step}")) for step in range(5)]
+
+    results = await asyncio.gather(*(write(i) for i in range(4)))
+
+    documents = await raw_checkpoints(collection)
+    sequences = [d["sequence"] for d in documents]
+    assert len(documents) == 20
+    assert len(set(sequences)) == 20
+    by_id = {d["checkpoint_id"]: d["sequence"] for d in documents}
+    for saved in results:
+        ordered = [by_id[i] for i in saved]
+        assert ordered == sorted(ordered)  # each writer's own saves keep their order
+    listed = await writers[0].list_checkpoint_ids(workflow_name=WORKFLOW)
+    assert listed == [d["checkpoint_id"] for d in documents]
+
+
+async def test_concurrent_saves_with_listing_and_latest(collection: InMemoryCollection) -> None:
+    storage = make_storage(collection, page_size=2, max_page_size=2)
+    await save_chain(storage, 4)
+
+    saves = [storage.save(make_checkpoint(f"cp-late-{i}")) for i in range(6)]
+    _, listed, latest = await asyncio.gather(
+        asyncio.gather(*saves),
+        storage.list_checkpoint_ids(workflow_name=WORKFLOW),
+        storage.get_latest(workflow_name=WORKFLOW),
+    )
+
+    final = await storage.list_checkpoint_ids(workflow_name=WORKFLOW)
+    assert len(final) == 10
+    assert len(set(listed)) == len(listed)
+    assert listed == [i for i in final if i in listed]  # a listing is in final order, no duplicates
+    assert latest is not None
+
+
+async def test_concurrent_save_and_delete_of_different_checkpoints(collection: InMemoryCollection) -> None:
+    storage = make_storage(collection)
+    ids = await save_chain(storage, 6)
+
+    results = await asyncio.gather(
+        *(storage.delete(i) for i in ids[::2]),
+        *(storage.save(make_checkpoint(f"cp-new-{i}")) for i in range(3)),
+    )
+
+    assert results[:3] == [True, True, True]
+    remaining = await storage.list_checkpoint_ids(workflow_name=WORKFLOW)
+    assert remaining[:3] == ids[1::2]
+    assert sorted(remaining[3:]) == ["cp-new-0", "cp-new-1", "cp-new-2"]
+
+
+async def test_concurrent_runs_do_not_share_sequences_or_documents(collection: InMemoryCollection) -> None:
+    storages = [make_storage(collection, session_id=f"session-{i}") for i in range(3)]
+
+    await asyncio.gather(*(s.save(make_checkpoint(f"cp-{j}")) for s in storages for j in range(4)))
+
+    for storage in storages:
+        ids = await storage.list_checkpoint_ids(workflow_name=WORKFLOW)
+        assert sorted(ids) == [f"cp-{j}" for j in range(4)]
+        sequences = [
+            d["sequence"] for d in await raw_checkpoints(collection, session_id=storage.options.session_id)
+        ]
+        assert sorted(sequences) == [1, 2, 3, 4]
