@@ -1,0 +1,185 @@
+"""Shared helpers of the integration suite: the target collection, checkpoints, storages, plans."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator, Mapping, Sequence
+from datetime import timedelta
+from typing import Any, Protocol
+
+from agent_framework import WorkflowCheckpoint
+
+from agent_framework_mongodb import MongoDBCheckpointStorage, MongoDBCheckpointStorageOptions
+from agent_framework_mongodb.checkpoints.driver import CheckpointCollection
+from agent_framework_mongodb.checkpoints.indexes import SIMPLE_COLLATION
+
+DEFAULT_DATABASE = "agent_framework_test"
+TENANT = "tenant-integration"
+WORKFLOW = "integration-workflow"
+SESSION = "run-1"
+
+
+class ExplainDatabase(Protocol):
+    """The database command ``explain`` is sent through."""
+
+    async def command(self, command: dict[str, Any], *args: Any, **kwargs: Any) -> Mapping[str, Any]: ...
+
+
+class IntegrationCollection(CheckpointCollection, Protocol):
+    """What the suite does to its collection beyond the storage's own operations."""
+
+    async def drop_index(self, index_or_name: Any, *args: Any, **kwargs: Any) -> None: ...
+
+
+@dataclasses.dataclass(frozen=True)
+class MongoTarget:
+    """The collection one test owns, and whether a real server (with a planner) holds it."""
+
+    collection: IntegrationCollection
+    real_server: bool
+    database_name: str
+    collection_name: str
+
+    def storage(
+        self,
+        *,
+        tenant_id: str = TENANT,
+        session_id: str = SESSION,
+        workflow_name: str = WORKFLOW,
+        application_id: str | None = None,
+        ttl: timedelta | None = None,
+        page_size: int = 100,
+        max_page_size: int = 1000,
+        allowed_checkpoint_types: tuple[str, ...] = (),
+    ) -> MongoDBCheckpointStorage:
+        """A storage over this collection, bound to the given run."""
+        options = MongoDBCheckpointStorageOptions(
+            tenant_id=tenant_id,
+            workflow_name=workflow_name,
+            session_id=session_id,
+            application_id=application_id,
+            ttl=ttl,
+            page_size=page_size,
+            max_page_size=max_page_size,
+            allowed_checkpoint_types=allowed_checkpoint_types,
+        )
+        return MongoDBCheckpointStorage(self.collection, options=options)
+
+    async def explain(self, command: Mapping[str, Any]) -> Mapping[str, Any]:
+        """``explain`` of one command at ``executionStats`` verbosity."""
+        database: Any = self.collection.database
+        typed: ExplainDatabase = database
+        return await typed.command({"explain": dict(command), "verbosity": "executionStats"})
+
+
+def checkpoint(
+    checkpoint_id: str,
+    *,
+    workflow_name: str = WORKFLOW,
+    previous: str | None = None,
+    timestamp: str = "2025-01-01T00:00:00+00:00",
+    state: Mapping[str, Any] | None = None,
+    iteration: int = 0,
+) -> WorkflowCheckpoint:
+    """A small checkpoint with plain state."""
+    return WorkflowCheckpoint(
+        workflow_name=workflow_name,
+        graph_signature_hash="integration-graph",
+        checkpoint_id=checkpoint_id,
+        previous_checkpoint_id=previous,
+        timestamp=timestamp,
+        state=dict(state) if state is not None else {"step": checkpoint_id},
+        iteration_count=iteration,
+    )
+
+
+async def save_chain(storage: MongoDBCheckpointStorage, count: int, *, prefix: str = "cp") -> list[str]:
+    """Save ``count`` linked checkpoints one after another; returns their ids in order."""
+    ids: list[str] = []
+    previous: str | None = None
+    for index in range(count):
+        checkpoint_id = f"{prefix}-{index:03d}"
+        await storage.save(checkpoint(checkpoint_id, previous=previous, iteration=index))
+        ids.append(checkpoint_id)
+        previous = checkpoint_id
+    return ids
+
+
+# -- explain ------------------------------------------------------------------------------
+
+ID_INDEX_STAGES = frozenset({"IDHACK", "EXPRESS_IXSCAN", "EXPRESS_UPDATE", "EXPRESS_DELETE"})
+"""Stages that serve an ``_id`` point lookup without naming an ``IXSCAN`` (classic and 8.0 express)."""
+
+
+def winning_plan_stages(explain: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """Every stage of the winning plan, outermost first.
+
+    Walks ``inputStage``/``inputStages``, the slot-based engine's ``queryPlan`` and a sharded
+    cluster's ``shards[].winningPlan`` alike, by descending into every nested mapping and list.
+    """
+    planner = explain.get("queryPlanner")
+    assert isinstance(planner, Mapping), f"explain has no queryPlanner: {sorted(explain)}"
+    return list(_stages(planner.get("winningPlan")))
+
+
+def _stages(node: object) -> Iterator[Mapping[str, Any]]:
+    if isinstance(node, Mapping):
+        if isinstance(node.get("stage"), str):
+            yield node
+        for key, value in node.items():
+            if key not in ("rejectedPlans", "parsedQuery", "filter"):
+                yield from _stages(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from _stages(item)
+
+
+def stage_names(stages: Sequence[Mapping[str, Any]]) -> list[str]:
+    return [str(stage["stage"]) for stage in stages]
+
+
+def index_scans(stages: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    return [stage for stage in stages if stage["stage"] == "IXSCAN"]
+
+
+def uses_id_index(stages: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether the plan finds its document through the ``_id`` index."""
+    if any(stage["stage"] in ID_INDEX_STAGES for stage in stages):
+        return True
+    return any(stage.get("indexName") == "_id_" for stage in index_scans(stages))
+
+
+def sort_document(sort: Sequence[tuple[str, int]]) -> dict[str, int]:
+    return dict(sort)
+
+
+def find_command(
+    collection_name: str,
+    query: Mapping[str, Any],
+    projection: Mapping[str, int],
+    *,
+    sort: Sequence[tuple[str, int]] | None = None,
+    limit: int,
+    single: bool,
+) -> dict[str, Any]:
+    """The ``find`` command pymongo sends for ``find``/``find_one`` with these arguments."""
+    command: dict[str, Any] = {
+        "find": collection_name,
+        "filter": dict(query),
+        "projection": dict(projection),
+        "limit": limit,
+        "collation": dict(SIMPLE_COLLATION),
+    }
+    if sort is not None:
+        command["sort"] = sort_document(sort)
+    if single:
+        command["singleBatch"] = True
+    return command
+
+
+def delete_command(collection_name: str, query: Mapping[str, Any], *, many: bool) -> dict[str, Any]:
+    """The ``delete`` command of ``delete_one`` (limit 1) or ``delete_many`` (limit 0)."""
+    return {
+        "delete": collection_name,
+        "deletes": [{"q": dict(query), "limit": 0 if many else 1, "collation": dict(SIMPLE_COLLATION)}],
+    }
