@@ -240,7 +240,7 @@ class InMemoryCollection(CollectionBase):
         self._check_hint(hint)
         found = self._query(filter, limit=1)
         for document in found:
-            self._backend.delete_one({"_id": document["_id"]})
+            self._delete_stored(document)
         return DeleteResult({"n": len(found), "ok": 1.0}, acknowledged=True)
 
     async def delete_many(

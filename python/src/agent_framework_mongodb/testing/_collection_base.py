@@ -15,6 +15,7 @@ from ._codec import wire_value as wire
 from ._cursor import InMemoryCommandCursor, normalize_sort
 from ._errors import command_error, duplicate_command_error, duplicate_write_error, write_error
 from ._indexes import IndexCatalog
+from ._unique import UniqueKeys
 from ._updates import compute_post_image, validate_update
 
 if TYPE_CHECKING:
@@ -47,6 +48,7 @@ class CollectionBase:
         self._database = database
         self._name = name
         self._catalog = IndexCatalog(f"{database.name}.{name}")
+        self._unique = UniqueKeys(lambda: self._query(None))
         self._created = False
 
     @property
@@ -111,10 +113,12 @@ class CollectionBase:
             )
 
     def _insert_stored(self, stored: dict[str, Any], *, index: int = 0) -> None:
-        dup = self._catalog.duplicate(stored, self._query(None))
-        if dup is not None:
-            raise duplicate_write_error(dup, index=index)
+        specs = self._catalog.unique_specs()
+        spec = self._unique.collision(specs, None, stored)
+        if spec is not None:
+            raise duplicate_write_error(self._catalog.duplicate_key(spec, stored), index=index)
         self._backend.insert_one(stored)
+        self._unique.apply(specs, None, stored)
         self._created = True
 
     def _project(self, document: dict[str, Any] | None, projection: Any) -> dict[str, Any] | None:
@@ -141,10 +145,12 @@ class CollectionBase:
         if bson_size(post) > MAX_BSON_SIZE:
             message = f"Resulting document after update is larger than {MAX_BSON_SIZE}"
             raise command_error(17419, message) if command else write_error(17419, message)
-        others = [doc for doc in self._query(None) if pre is None or doc["_id"] != pre["_id"]]
-        dup = self._catalog.duplicate(post, others)
-        if dup is not None:
+        specs = self._catalog.unique_specs()
+        spec = self._unique.collision(specs, pre, post)
+        if spec is not None:
+            dup = self._catalog.duplicate_key(spec, post)
             raise duplicate_command_error(dup) if command else duplicate_write_error(dup)
+        self._unique.apply(specs, pre, post)
         if pre is None:
             self._backend.insert_one(dict(post))
             self._created = True
@@ -162,8 +168,12 @@ class CollectionBase:
         """Synchronously delete every stored document matching ``filter_`` (used by the TTL helper)."""
         found = self._query(filter_)
         for document in found:
-            self._backend.delete_one({"_id": document["_id"]})
+            self._delete_stored(document)
         return len(found)
+
+    def _delete_stored(self, document: Mapping[str, Any]) -> None:
+        self._backend.delete_one({"_id": document["_id"]})
+        self._unique.apply(self._catalog.unique_specs(), document, None)
 
     def stored_documents(self) -> list[dict[str, Any]]:
         """A copy of the stored documents, datetimes as naive UTC as the server keeps them."""
@@ -203,6 +213,7 @@ class CollectionBase:
                     if dup is not None:
                         raise duplicate_command_error(dup, prefix="Index build failed: ")
                 self._catalog.add(spec)
+                self._unique.invalidate()
             names.append(str(model.document["name"]))
         self._created = True
         return names
@@ -229,10 +240,12 @@ class CollectionBase:
         if not self._created:
             raise command_error(26, f"ns not found {self.full_name}")
         self._catalog.drop(name)
+        self._unique.invalidate()
 
     async def drop_indexes(self, *, session: object = None, **_ignored: Any) -> None:
         await self._enter("drop_indexes", session)
         self._catalog.drop_all()
+        self._unique.invalidate()
 
     async def drop(self, *, session: object = None, **_ignored: Any) -> None:
         await self._enter("drop", session)
@@ -242,4 +255,5 @@ class CollectionBase:
         """Forget documents and indexes, as dropping the collection does."""
         self._backend.drop()
         self._catalog.reset()
+        self._unique.invalidate()
         self._created = False

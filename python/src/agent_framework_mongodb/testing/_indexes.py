@@ -221,6 +221,10 @@ class IndexCatalog:
     def drop_all(self) -> None:
         self.reset()
 
+    def unique_specs(self) -> list[dict[str, Any]]:
+        """The unique indexes, ``_id_`` first."""
+        return [spec for spec in self._specs.values() if _is_unique(spec)]
+
     def duplicate(
         self,
         candidate: Mapping[str, Any],
@@ -233,26 +237,29 @@ class IndexCatalog:
             return None
         population = list(others)
         for spec in unique:
-            entries = _entries(spec, candidate)
+            entries = index_entries(spec, candidate)
             if not entries:
                 continue
-            for other in population:
-                if entries & _entries(spec, other):
-                    fields = list(spec["key"])
-                    return DuplicateKey(
-                        namespace=self.namespace,
-                        index_name=str(spec["name"]),
-                        key_pattern=dict(spec["key"]),
-                        key_value={field: _first(candidate, field) for field in fields},
-                    )
+            if any(entries & index_entries(spec, other) for other in population):
+                return self.duplicate_key(spec, candidate)
         return None
+
+    def duplicate_key(self, spec: Mapping[str, Any], candidate: Mapping[str, Any]) -> DuplicateKey:
+        """The server's description of ``candidate`` colliding on ``spec``."""
+        fields = list(spec["key"])
+        return DuplicateKey(
+            namespace=self.namespace,
+            index_name=str(spec["name"]),
+            key_pattern=dict(spec["key"]),
+            key_value={field: _first(candidate, field) for field in fields},
+        )
 
 
 def _is_unique(spec: Mapping[str, Any]) -> bool:
     return spec["name"] == "_id_" or bool(spec.get("unique"))
 
 
-def _entries(spec: Mapping[str, Any], document: Mapping[str, Any]) -> set[tuple[Any, ...]]:
+def index_entries(spec: Mapping[str, Any], document: Mapping[str, Any]) -> set[tuple[Any, ...]]:
     """The index keys a document contributes; empty when the index leaves it out."""
     partial = spec.get("partialFilterExpression")
     if partial is not None and not matches(partial, document):

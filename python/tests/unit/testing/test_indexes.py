@@ -199,3 +199,33 @@ async def test_building_a_unique_index_over_duplicates_fails(coll: InMemoryColle
     with pytest.raises(DuplicateKeyError):
         await coll.create_index("a", unique=True)
     assert [i["name"] for i in await _listing(coll)] == ["_id_"]
+
+
+async def test_unique_keys_follow_every_write(coll: InMemoryCollection) -> None:
+    # The engine keeps each unique index's entries write by write; they must stay exact.
+    await coll.create_index("k", unique=True, name="k_unique")
+    await coll.insert_one({"_id": 1, "k": "a"})
+    await coll.delete_one({"_id": 1})
+    await coll.insert_one({"_id": 2, "k": "a"})  # freed by the delete
+    await coll.update_one({"_id": 2}, {"$set": {"k": "b"}})
+    await coll.insert_one({"_id": 3, "k": "a"})  # freed by the update
+    with pytest.raises(DuplicateKeyError):
+        await coll.insert_one({"_id": 4, "k": "b"})  # taken by the update
+    await coll.find_one_and_update({"_id": 5}, {"$set": {"k": "c"}}, upsert=True)
+    with pytest.raises(DuplicateKeyError):
+        await coll.insert_one({"_id": 6, "k": "c"})  # taken by the upsert
+    await coll.delete_many({"k": {"$in": ["a", "b", "c"]}})
+    await coll.insert_many([{"_id": 7, "k": "a"}, {"_id": 8, "k": "b"}, {"_id": 9, "k": "c"}])
+
+
+async def test_unique_keys_follow_index_changes(coll: InMemoryCollection) -> None:
+    await coll.insert_many([{"_id": 1, "k": "a"}, {"_id": 2, "k": "b"}])
+    await coll.insert_one({"_id": 3, "k": "a"})  # no unique index yet
+    await coll.delete_one({"_id": 3})
+    await coll.create_index("k", unique=True, name="k_unique")
+    with pytest.raises(DuplicateKeyError):
+        await coll.insert_one({"_id": 4, "k": "a"})
+    await coll.drop_index("k_unique")
+    await coll.insert_one({"_id": 4, "k": "a"})
+    with pytest.raises(DuplicateKeyError):
+        await coll.insert_one({"_id": 4, "k": "z"})  # _id_ is unique too
