@@ -488,14 +488,20 @@ class MongoDBCheckpointStorage(CheckpointStorage):
             ) from error
 
     async def _pages(self, projection: Mapping[str, int], *, limit: int) -> AsyncIterator[list[Document]]:
-        """Every page of the run, one bounded request at a time."""
+        """Every page of the run, one bounded request at a time.
+
+        A yielded page is emptied when the consumer asks for the next one, so at most one page of
+        raw documents is alive while the next is fetched.
+        """
         after: PagePosition | None = None
         while True:
             documents = await self._fetch_page(projection, after=after, limit=limit)
+            following = _position_of(documents[-1]) if len(documents) == limit else None
             yield documents
-            if len(documents) < limit:
+            documents.clear()
+            if following is None:
                 return
-            after = _position_of(documents[-1])
+            after = following
 
     def _next_cursor(self, documents: list[Document], limit: int) -> str | None:
         if len(documents) < limit:

@@ -1,0 +1,299 @@
+"""Every query the storage issues is served by an index that ``ensure_indexes()`` creates.
+
+The shapes are captured, not listed by hand: each public operation runs (through its common,
+retry and recovery paths) over a recording proxy around the in-process engine. Each captured
+find/find_one/find_one_and_update/delete_one/delete_many/count_documents is then checked against
+the indexes the engine lists after ``ensure_indexes()``. A shape is served when an index exists
+such that:
+
+1. every field of its partialFilterExpression is in the query filter, by equality, with the same
+   value (otherwise the planner may not use the partial index at all);
+2. its keys start with an equality prefix (at least one key) of fields the filter states by
+   equality, followed by the query's sort keys in index order, all in the index's direction or
+   all reversed; a range is allowed only on the key right after the equality prefix;
+3. the query's collation equals the index's (simple; an index listed without one is simple),
+   and a query without a collation never qualifies: on a collection created with a default
+   collation it would run under that collation and miss every simple-collation index.
+
+A query by ``_id`` equality is served by the ``_id_`` index (same collation rule). A new query
+shape that no index serves makes ``test_every_captured_query_is_served_by_an_index`` fail.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+from agent_framework import WorkflowCheckpoint
+
+from agent_framework_mongodb import MongoDBCheckpointStorage, MongoDBCheckpointStorageOptions
+from agent_framework_mongodb.checkpoints.indexes import CHECKPOINT_INDEXES, SIMPLE_COLLATION
+from agent_framework_mongodb.checkpoints.scope import RunScope
+from agent_framework_mongodb.errors import MongoDBConcurrencyError
+from agent_framework_mongodb.testing import InMemoryMongoClient
+
+from ._recording import QUERY_METHODS, RecordingCollection, Shape
+
+WORKFLOW = "index-eligibility"
+
+QUERYING_OPERATIONS = frozenset(
+    {
+        "save",
+        "load",
+        "list_checkpoints",
+        "delete",
+        "get_latest",
+        "list_checkpoint_ids",
+        "list_checkpoint_page",
+        "clear_run",
+    }
+)
+"""Public operations that send queries; each must contribute at least one captured shape."""
+
+NON_QUERYING_MEMBERS = frozenset(
+    {
+        "connect",  # constructor plus a ping
+        "for_session",  # no I/O
+        "options",  # property
+        "close",  # closes an owned client
+        "ensure_indexes",  # create_indexes: no filter
+        "validate_indexes",  # list_indexes: no filter
+    }
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Index:
+    name: str
+    keys: tuple[tuple[str, int], ...]
+    partial_filter: Mapping[str, Any]
+    collation: Mapping[str, Any]
+
+
+def _is_operator(value: object) -> bool:
+    return isinstance(value, Mapping) and any(str(key).startswith("$") for key in value)
+
+
+def _locale_only(collation: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    if collation is None:
+        return None
+    return {key: value for key, value in collation.items() if key != "version"}
+
+
+def index_of(listed: Mapping[str, Any]) -> Index:
+    collation = listed.get("collation") or dict(SIMPLE_COLLATION)  # listed without one: simple
+    return Index(
+        name=str(listed["name"]),
+        keys=tuple((str(key), int(direction)) for key, direction in listed["key"].items()),
+        partial_filter=dict(listed.get("partialFilterExpression") or {}),
+        collation=_locale_only(collation) or {},
+    )
+
+
+def serving_index(shape: Shape, indexes: list[Index]) -> str | None:
+    """The name of an index that serves ``shape`` (rules in the module docstring), or ``None``."""
+    if _locale_only(shape.collation) is None:
+        return None
+    equal = {key: value for key, value in shape.filter.items() if not _is_operator(value)}
+    ranges = {key for key, value in shape.filter.items() if _is_operator(value)}
+    for index in indexes:
+        if _locale_only(shape.collation) != index.collation:
+            continue
+        if any(key not in equal or equal[key] != value for key, value in index.partial_filter.items()):
+            continue
+        if index.name == "_id_" and "_id" in equal:
+            return index.name
+        if _keys_serve(index.keys, equal, ranges, shape.sort):
+            return index.name
+    return None
+
+
+def _keys_serve(
+    keys: tuple[tuple[str, int], ...],
+    equal: Mapping[str, Any],
+    ranges: set[str],
+    sort: tuple[tuple[str, int], ...],
+) -> bool:
+    prefix = 0
+    while prefix < len(keys) and keys[prefix][0] in equal:
+        prefix += 1
+    if prefix == 0:
+        return False
+    if any(key != keys[prefix][0] if prefix < len(keys) else True for key in ranges):
+        return False
+    wanted = [(field, direction) for field, direction in sort if field not in equal]
+    following = keys[prefix : prefix + len(wanted)]
+    if [field for field, _ in following] != [field for field, _ in wanted]:
+        return False
+    signs = {
+        index_direction * direction
+        for (_, index_direction), (_, direction) in zip(following, wanted, strict=True)
+    }
+    return len(signs) <= 1
+
+
+def _checkpoint(checkpoint_id: str, *, note: str = "same") -> WorkflowCheckpoint:
+    return WorkflowCheckpoint(
+        workflow_name=WORKFLOW,
+        graph_signature_hash="graph",
+        checkpoint_id=checkpoint_id,
+        state={"note": note},
+        timestamp="2025-01-02T03:04:05.000000+00:00",
+    )
+
+
+async def capture() -> tuple[list[Shape], list[Index], RecordingCollection]:
+    """Run every public operation over the recording proxy; return shapes and listed indexes."""
+    client = InMemoryMongoClient()
+    engine = client["scale"]["checkpoints"]
+    proxy = RecordingCollection(engine)
+    options = MongoDBCheckpointStorageOptions(
+        tenant_id="tenant", workflow_name=WORKFLOW, session_id="run-1", page_size=2, max_page_size=3
+    )
+    storage = MongoDBCheckpointStorage(proxy, options=options)
+    scope = RunScope.from_options(options)
+    await storage.ensure_indexes()
+
+    proxy.operation = "save"
+    for index in range(5):  # first save (counter check), then steady state
+        await storage.save(_checkpoint(f"cp-{index}"))
+    await storage.save(_checkpoint("cp-1"))  # idempotent retry: compares the stored hash
+    with pytest.raises(MongoDBConcurrencyError):
+        await storage.save(_checkpoint("cp-1", note="other"))  # same id, other content
+    # A counter that restarted below retained checkpoints while marked checked: the insert
+    # collides on the sequence index and the save recovers from the retained maximum.
+    await engine.update_one({"_id": scope.counter_document_id}, {"$set": {"sequence": 0}})
+    await storage.save(_checkpoint("cp-recovered"))
+    # A vanished counter: the next save reads the retained maximum before inserting.
+    await engine.delete_one({"_id": scope.counter_document_id})
+    await storage.save(_checkpoint("cp-after-counter-loss"))
+
+    proxy.operation = "load"
+    await storage.load("cp-2")
+    proxy.operation = "get_latest"
+    await storage.get_latest(workflow_name=WORKFLOW)
+    proxy.operation = "list_checkpoints"
+    await storage.list_checkpoints(workflow_name=WORKFLOW)  # several pages: a range after the first
+    proxy.operation = "list_checkpoint_ids"
+    await storage.list_checkpoint_ids(workflow_name=WORKFLOW)
+    proxy.operation = "list_checkpoint_page"
+    first = await storage.list_checkpoint_page(workflow_name=WORKFLOW)
+    await storage.list_checkpoint_page(workflow_name=WORKFLOW, cursor=first.next_cursor, limit=3)
+    proxy.operation = "delete"
+    assert await storage.delete("cp-0")
+    assert not await storage.delete("cp-0")
+    proxy.operation = "clear_run"
+    await storage.clear_run()
+
+    listed = await (await engine.list_indexes()).to_list(None)
+    await client.close()
+    return proxy.shapes, [index_of(document) for document in listed], proxy
+
+
+@pytest.fixture
+async def captured() -> tuple[list[Shape], list[Index], RecordingCollection]:
+    return await capture()
+
+
+async def test_every_captured_query_is_served_by_an_index(
+    captured: tuple[list[Shape], list[Index], RecordingCollection],
+) -> None:
+    shapes, indexes, _ = captured
+    unserved = [shape.describe() for shape in shapes if serving_index(shape, indexes) is None]
+    assert unserved == [], "queries no index serves:\n" + "\n".join(unserved)
+
+
+async def test_checked_against_the_indexes_ensure_indexes_creates(
+    captured: tuple[list[Shape], list[Index], RecordingCollection],
+) -> None:
+    _, indexes, _ = captured
+    assert {index.name for index in indexes} == {"_id_", *(spec.name for spec in CHECKPOINT_INDEXES)}
+    sequence = next(index for index in indexes if index.name == "checkpoint_scope_sequence")
+    assert sequence.partial_filter == {"_kind": "workflow_checkpoint"}
+    assert sequence.collation == SIMPLE_COLLATION
+
+
+async def test_capture_is_not_vacuous(captured: tuple[list[Shape], list[Index], RecordingCollection]) -> None:
+    shapes, indexes, proxy = captured
+    public = {
+        name
+        for name, member in inspect.getmembers(MongoDBCheckpointStorage)
+        if not name.startswith("_") and (callable(member) or isinstance(member, property))
+    }
+    # A new public member must be classified here, and a querying one exercised by capture().
+    assert public == QUERYING_OPERATIONS | NON_QUERYING_MEMBERS
+    assert {shape.operation for shape in shapes} == QUERYING_OPERATIONS
+    assert {shape.method for shape in shapes} <= QUERY_METHODS
+    assert {shape.method for shape in shapes} >= {
+        "find",
+        "find_one",
+        "find_one_and_update",
+        "delete_one",
+        "delete_many",
+    }
+    # The paths exercised: recovery reads, ranges of later pages, and each index that serves.
+    assert any("sequence" in shape.filter for shape in shapes), "no page after a position"
+    assert ("save", "insert_one") in proxy.methods
+    served_by = {serving_index(shape, indexes) for shape in shapes}
+    assert {"_id_", "checkpoint_scope_sequence"} <= served_by
+    distinct = {
+        (shape.method, tuple(shape.filter), shape.sort, tuple(shape.projection or ())) for shape in shapes
+    }
+    assert len(distinct) >= 10
+
+
+# -- the checker itself rejects what no index serves ---------------------------------------------
+
+
+def _page_shape(shapes: list[Shape]) -> Shape:
+    return next(shape for shape in shapes if shape.method == "find" and "sequence" in shape.filter)
+
+
+async def test_checker_rejects_a_sort_no_index_orders(
+    captured: tuple[list[Shape], list[Index], RecordingCollection],
+) -> None:
+    shapes, indexes, _ = captured
+    page = _page_shape(shapes)
+    assert serving_index(page, indexes) == "checkpoint_scope_sequence"
+    assert serving_index(dataclasses.replace(page, sort=(("created_at", 1),)), indexes) is None
+    assert (
+        serving_index(dataclasses.replace(page, sort=(("sequence", 1), ("created_at", -1))), indexes) is None
+    )
+    # Reversed is fine: the index is walked backwards.
+    assert serving_index(dataclasses.replace(page, sort=(("sequence", -1),)), indexes) is not None
+
+
+async def test_checker_rejects_a_filter_outside_the_partial_filter(
+    captured: tuple[list[Shape], list[Index], RecordingCollection],
+) -> None:
+    shapes, indexes, _ = captured
+    page = _page_shape(shapes)
+    without_kind = {key: value for key, value in page.filter.items() if key != "_kind"}
+    assert serving_index(dataclasses.replace(page, filter=without_kind), indexes) is None
+    other_kind = {**page.filter, "_kind": "workflow_checkpoint_counter"}
+    assert serving_index(dataclasses.replace(page, filter=other_kind), indexes) is None
+
+
+async def test_checker_rejects_a_missing_or_other_collation(
+    captured: tuple[list[Shape], list[Index], RecordingCollection],
+) -> None:
+    shapes, indexes, _ = captured
+    page = _page_shape(shapes)
+    by_id = next(shape for shape in shapes if "_id" in shape.filter)
+    for shape in (page, by_id):
+        assert serving_index(dataclasses.replace(shape, collation=None), indexes) is None
+        assert serving_index(dataclasses.replace(shape, collation={"locale": "en"}), indexes) is None
+
+
+async def test_checker_rejects_a_range_or_prefix_the_index_cannot_use(
+    captured: tuple[list[Shape], list[Index], RecordingCollection],
+) -> None:
+    shapes, indexes, _ = captured
+    page = _page_shape(shapes)
+    ranged = {**page.filter, "created_at": {"$gt": 0}}
+    assert serving_index(dataclasses.replace(page, filter=ranged), indexes) is None
+    no_prefix = {key: value for key, value in page.filter.items() if key != "scope_discriminator"}
+    assert serving_index(dataclasses.replace(page, filter=no_prefix), indexes) is None
