@@ -30,6 +30,10 @@ class IntegrationCollection(CheckpointCollection, Protocol):
 
     async def drop_index(self, index_or_name: Any, *args: Any, **kwargs: Any) -> None: ...
 
+    async def insert_many(self, documents: Any, *args: Any, **kwargs: Any) -> Any: ...
+
+    async def count_documents(self, filter: Mapping[str, Any], *args: Any, **kwargs: Any) -> int: ...
+
 
 @dataclasses.dataclass(frozen=True)
 class MongoTarget:

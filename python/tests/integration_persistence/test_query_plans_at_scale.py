@@ -1,0 +1,137 @@
+"""Every query shape stays on its index, and its cost is bounded by the page, in a crowded collection.
+
+10,000 checkpoints across 100 runs share the collection with the run under test. For each shape the
+storage issues, ``explain("executionStats")`` must show an index scan on the intended index, no
+in-memory SORT, and keys and documents examined bounded by what the operation returns, not by the
+size of the collection. Needs a real server (``MONGODB_URI``); skipped otherwise.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+from bson.int64 import Int64
+
+from agent_framework_mongodb import MongoDBCheckpointStorage
+from agent_framework_mongodb.checkpoints.indexes import SEQUENCE_INDEX
+from agent_framework_mongodb.checkpoints.queries import (
+    ASCENDING_SEQUENCE,
+    DESCENDING_SEQUENCE,
+    ID_PROJECTION,
+    PAYLOAD_PROJECTION,
+    SEQUENCE_PROJECTION,
+    checkpoint_filter,
+    page_filter,
+    run_filter,
+)
+from agent_framework_mongodb.checkpoints.scope import CHECKPOINT_KIND, RunScope
+
+from ._support import (
+    WORKFLOW,
+    MongoTarget,
+    checkpoint,
+    find_command,
+    index_scans,
+    stage_names,
+    winning_plan_stages,
+)
+
+pytestmark = pytest.mark.integration_persistence
+
+RUNS = 100
+PER_RUN = 100
+PAGE = 25
+RUN_UNDER_TEST = "crowd-42"
+
+
+def _scope(storage: MongoDBCheckpointStorage) -> RunScope:
+    return RunScope.from_options(storage.options)
+
+
+async def _crowd(target: MongoTarget) -> MongoDBCheckpointStorage:
+    """Fill the collection with RUNS x PER_RUN checkpoints cloned from one real saved document."""
+    probe = target.storage(session_id="probe")
+    await probe.ensure_indexes()
+    await probe.save(checkpoint("template", state={"note": "x" * 2048}))
+    template = await target.collection.find_one({"_kind": CHECKPOINT_KIND, "checkpoint_id": "template"})
+    assert template is not None
+    for run in range(RUNS):
+        storage = probe.for_session(f"crowd-{run}")
+        scope = _scope(storage)
+        documents: list[dict[str, Any]] = []
+        for sequence in range(1, PER_RUN + 1):
+            checkpoint_id = f"crowd-{run}-{sequence:04d}"
+            document = copy.copy(template)
+            document.update(scope.fields())
+            document["_id"] = scope.checkpoint_document_id(checkpoint_id)
+            document["checkpoint_id"] = checkpoint_id
+            document["sequence"] = Int64(sequence)
+            documents.append(document)
+        # Raw inserts outside the storage: the test measures plans, not saves.
+        await target.collection.insert_many(documents, ordered=False)
+    return probe.for_session(RUN_UNDER_TEST)
+
+
+def _stats(explain: Mapping[str, Any]) -> tuple[int, int, int]:
+    stats = explain["executionStats"]
+    return int(stats["totalKeysExamined"]), int(stats["totalDocsExamined"]), int(stats["nReturned"])
+
+
+def _assert_on_sequence_index(explain: Mapping[str, Any]) -> None:
+    stages = winning_plan_stages(explain)
+    names = stage_names(stages)
+    assert "SORT" not in names, f"in-memory SORT in {names}"
+    assert "COLLSCAN" not in names, f"collection scan in {names}"
+    assert [scan.get("indexName") for scan in index_scans(stages)] == [SEQUENCE_INDEX.name], names
+
+
+async def test_every_query_shape_is_bounded_by_its_page_not_the_collection(server: MongoTarget) -> None:
+    storage = await _crowd(server)
+    scope = _scope(storage)
+    name = server.collection_name
+    assert await server.collection.count_documents({}) >= RUNS * PER_RUN
+
+    # A point lookup by deterministic _id examines one key and one document.
+    load = await server.explain(
+        find_command(
+            name, checkpoint_filter(scope, "crowd-42-0050"), PAYLOAD_PROJECTION, limit=1, single=True
+        )
+    )
+    keys, docs, returned = _stats(load)
+    assert (keys, docs, returned) == (1, 1, 1)
+
+    # Latest and the retained maximum: one step down the sequence index.
+    for projection in (PAYLOAD_PROJECTION, SEQUENCE_PROJECTION):
+        latest = await server.explain(
+            find_command(name, run_filter(scope), projection, sort=DESCENDING_SEQUENCE, limit=1, single=True)
+        )
+        _assert_on_sequence_index(latest)
+        keys, docs, returned = _stats(latest)
+        assert (docs, returned) == (1, 1)
+        assert keys <= 2
+
+    # Pages, first and after a cursor position, with payloads and id-only.
+    for after in (None, 40, PER_RUN - 5):
+        for projection in (PAYLOAD_PROJECTION, ID_PROJECTION):
+            page = await server.explain(
+                find_command(
+                    name,
+                    page_filter(scope, after),
+                    projection,
+                    sort=ASCENDING_SEQUENCE,
+                    limit=PAGE,
+                    single=False,
+                )
+            )
+            _assert_on_sequence_index(page)
+            keys, docs, returned = _stats(page)
+            assert returned == min(PAGE, PER_RUN - (after or 0))
+            assert docs == returned
+            assert keys <= returned + 1, f"{keys} keys examined for a page of {returned}"
+
+    assert await storage.list_checkpoint_ids(workflow_name=WORKFLOW) == [
+        f"crowd-42-{sequence:04d}" for sequence in range(1, PER_RUN + 1)
+    ]
