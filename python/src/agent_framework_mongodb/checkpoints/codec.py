@@ -31,7 +31,7 @@ from ._unpickling import (
     reject_extension_opcodes,
     restricted_loads,
 )
-from .canonical import CANONICAL_HASH_VERSION, canonical_form
+from .canonical import CANONICAL_HASH_VERSION, CanonicalWriter
 
 __all__ = [
     "CANONICAL_HASH_VERSION",
@@ -99,7 +99,8 @@ class CheckpointCodec:
         state = _public_dict(checkpoint)
         if has_extension_registrations():
             reject_extension_types(state)
-        canonical = canonical_form(state)
+        writer = CanonicalWriter()  # shared by both walks of this save
+        canonical = writer.form(state)
         try:
             payload = controlled_dumps(state, self._policy)
         except MongoDBMappingError:
@@ -110,7 +111,7 @@ class CheckpointCodec:
             raise MongoDBSerializationError(
                 f"Checkpoint state could not be pickled ({type(error).__name__})."
             ) from error
-        self._prove_round_trip(payload, state, canonical)
+        self._prove_round_trip(payload, canonical, writer)
         return EncodedCheckpoint(
             payload=payload,
             payload_hash=hashlib.sha256(canonical).hexdigest(),
@@ -169,7 +170,7 @@ class CheckpointCodec:
             )
         return cast("dict[str, object]", value)
 
-    def _prove_round_trip(self, payload: bytes, state: dict[str, object], canonical: bytes) -> None:
+    def _prove_round_trip(self, payload: bytes, canonical: bytes, writer: CanonicalWriter) -> None:
         """Raise unless ``payload`` restores, via the load path, to ``state``'s canonical value."""
         try:
             restored = _rebuild(self._load_dict(payload)).to_dict()
@@ -178,7 +179,7 @@ class CheckpointCodec:
                 f"Checkpoint would not load again, so it was not stored: {error}"
             ) from error
         try:
-            same = canonical_form(restored) == canonical
+            same = writer.form(restored) == canonical
         except MongoDBMappingError as error:
             raise MongoDBSerializationError(
                 f"Checkpoint does not restore to an equivalent value, so it was not stored: {error}"
