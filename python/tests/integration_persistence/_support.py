@@ -10,7 +10,7 @@ from typing import Any, Protocol
 from agent_framework import WorkflowCheckpoint
 
 from agent_framework_mongodb import MongoDBCheckpointStorage, MongoDBCheckpointStorageOptions
-from agent_framework_mongodb.checkpoints.driver import CheckpointCollection
+from agent_framework_mongodb.checkpoints.driver import CheckpointCursor
 from agent_framework_mongodb.checkpoints.indexes import SIMPLE_COLLATION
 
 DEFAULT_DATABASE = "agent_framework_test"
@@ -25,14 +25,36 @@ class ExplainDatabase(Protocol):
     async def command(self, command: dict[str, Any], *args: Any, **kwargs: Any) -> Mapping[str, Any]: ...
 
 
-class IntegrationCollection(CheckpointCollection, Protocol):
-    """What the suite does to its collection beyond the storage's own operations."""
+class IntegrationCollection(Protocol):
+    """The collection as the suite uses it: pymongo's general signatures, wider than the storage's.
 
-    async def drop_index(self, index_or_name: Any, *args: Any, **kwargs: Any) -> None: ...
+    Anything that satisfies this also satisfies the storage's ``CheckpointCollection``.
+    """
+
+    @property
+    def database(self) -> Any: ...
+
+    async def find_one(self, filter: Any = None, *args: Any, **kwargs: Any) -> dict[str, Any] | None: ...
+
+    def find(self, *args: Any, **kwargs: Any) -> CheckpointCursor: ...
+
+    async def insert_one(self, document: Any, *args: Any, **kwargs: Any) -> Any: ...
 
     async def insert_many(self, documents: Any, *args: Any, **kwargs: Any) -> Any: ...
 
+    async def find_one_and_update(self, filter: Any, update: Any, *args: Any, **kwargs: Any) -> Any: ...
+
+    async def delete_one(self, filter: Any, *args: Any, **kwargs: Any) -> Any: ...
+
+    async def delete_many(self, filter: Any, *args: Any, **kwargs: Any) -> Any: ...
+
     async def count_documents(self, filter: Mapping[str, Any], *args: Any, **kwargs: Any) -> int: ...
+
+    async def create_indexes(self, indexes: Any, *args: Any, **kwargs: Any) -> list[str]: ...
+
+    async def list_indexes(self, *args: Any, **kwargs: Any) -> Any: ...
+
+    async def drop_index(self, index_or_name: Any, *args: Any, **kwargs: Any) -> None: ...
 
 
 @dataclasses.dataclass(frozen=True)

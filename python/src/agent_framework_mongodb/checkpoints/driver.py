@@ -4,6 +4,10 @@ The storage duck-types its client and collection: pymongo's ``AsyncMongoClient``
 ``AsyncCollection`` satisfy these protocols, and so do the in-process engine
 (:mod:`agent_framework_mongodb.testing`), wrappers and instrumentation proxies. Nothing in the
 package checks ``isinstance`` against a pymongo class.
+
+Each method states exactly the call the storage makes (leading arguments positionally, options
+by keyword), so a wrapper need implement no more than that; pymongo's wider signatures accept
+these calls too.
 """
 
 from __future__ import annotations
@@ -11,21 +15,29 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, Protocol
 
+from pymongo import IndexModel
+
 __all__ = [
     "CheckpointClient",
     "CheckpointCollection",
     "CheckpointCursor",
     "CheckpointDatabase",
     "CheckpointIndexCursor",
+    "DeleteOutcome",
     "Document",
 ]
 
 Document = dict[str, Any]
 """A BSON document as pymongo decodes it by default."""
 
+Filter = Mapping[str, Any]
+Projection = Mapping[str, int]
+Sort = Sequence[tuple[str, int]]
+Collation = Mapping[str, Any]
+
 
 class CheckpointCursor(Protocol):
-    """A query cursor: iterated with ``async for`` or drained with ``to_list``."""
+    """A query cursor; the storage drains it with ``to_list``."""
 
     def __aiter__(self) -> AsyncIterator[Document]: ...
 
@@ -38,48 +50,66 @@ class CheckpointIndexCursor(Protocol):
     async def to_list(self, length: int | None = None) -> Sequence[Mapping[str, Any]]: ...
 
 
+class DeleteOutcome(Protocol):
+    """What ``delete_one`` and ``delete_many`` return (pymongo's ``DeleteResult``)."""
+
+    @property
+    def acknowledged(self) -> bool: ...
+
+    @property
+    def deleted_count(self) -> int: ...
+
+
 class CheckpointDatabase(Protocol):
     """The database a collection lives in; used to ping the server."""
 
-    async def command(self, command: str, *args: Any, **kwargs: Any) -> Mapping[str, Any]: ...
+    async def command(self, command: str, /) -> Mapping[str, Any]: ...
 
 
 class CheckpointCollection(Protocol):
-    """The collection operations the storage issues."""
+    """The collection operations the storage issues, exactly as it issues them."""
 
     @property
     def database(self) -> CheckpointDatabase: ...
 
-    async def find_one(self, filter: Any | None = None, *args: Any, **kwargs: Any) -> Document | None: ...
+    async def find_one(
+        self, filter: Filter, projection: Projection, /, *, sort: Sort | None, collation: Collation
+    ) -> Document | None: ...
 
-    def find(self, *args: Any, **kwargs: Any) -> CheckpointCursor: ...
+    def find(
+        self, filter: Filter, projection: Projection, /, *, sort: Sort, limit: int, collation: Collation
+    ) -> CheckpointCursor: ...
 
-    async def insert_one(self, document: Any, *args: Any, **kwargs: Any) -> Any: ...
+    async def insert_one(self, document: Document, /) -> object: ...
 
     async def find_one_and_update(
         self,
-        filter: Mapping[str, Any],
-        update: Mapping[str, Any] | Sequence[Mapping[str, Any]],
-        *args: Any,
-        **kwargs: Any,
+        filter: Filter,
+        update: Sequence[Mapping[str, Any]],
+        projection: Projection,
+        /,
+        *,
+        upsert: bool,
+        return_document: bool,
+        collation: Collation,
     ) -> Document | None: ...
 
-    async def delete_one(self, filter: Mapping[str, Any], *args: Any, **kwargs: Any) -> Any: ...
+    async def delete_one(self, filter: Filter, /, *, collation: Collation) -> DeleteOutcome: ...
 
-    async def delete_many(self, filter: Mapping[str, Any], *args: Any, **kwargs: Any) -> Any: ...
+    async def delete_many(self, filter: Filter, /, *, collation: Collation) -> DeleteOutcome: ...
 
-    async def create_indexes(self, indexes: Sequence[Any], *args: Any, **kwargs: Any) -> list[str]: ...
+    async def create_indexes(self, indexes: Sequence[IndexModel], /) -> list[str]: ...
 
-    async def list_indexes(self, *args: Any, **kwargs: Any) -> CheckpointIndexCursor: ...
+    async def list_indexes(self) -> CheckpointIndexCursor: ...
 
 
 class _DatabaseWithCollections(Protocol):
-    def __getitem__(self, name: str) -> CheckpointCollection: ...
+    def __getitem__(self, name: str, /) -> CheckpointCollection: ...
 
 
 class CheckpointClient(Protocol):
     """A client: ``client[database][collection]``, and ``close()`` for an owned one."""
 
-    def __getitem__(self, name: str) -> _DatabaseWithCollections: ...
+    def __getitem__(self, name: str, /) -> _DatabaseWithCollections: ...
 
     async def close(self) -> None: ...

@@ -35,7 +35,7 @@ from .connection import (
     wait_for_server,
 )
 from .documents import PreparedCheckpoint, prepare_checkpoint, stored_payload, utc_now
-from .driver import CheckpointClient, CheckpointCollection, Document
+from .driver import CheckpointClient, CheckpointCollection, DeleteOutcome, Document
 from .indexes import CHECKPOINT_INDEXES, SIMPLE_COLLATION, index_differences
 from .options import MongoDBCheckpointStorageOptions, validate_identifier
 from .paging import PagePosition, decode_cursor, encode_cursor, resolve_limit
@@ -250,7 +250,7 @@ class MongoDBCheckpointStorage(CheckpointStorage):
                 raise translate_driver_error(
                     error, operation="write", action="delete a checkpoint"
                 ) from error
-            deleted = _acknowledged_count(result, "deleted_count") == 1
+            deleted = _deleted_count(result) == 1
             record.result_count = int(deleted)
             return deleted
 
@@ -320,8 +320,8 @@ class MongoDBCheckpointStorage(CheckpointStorage):
             except PyMongoError as error:
                 raise translate_driver_error(error, operation="write", action="clear the run") from error
             result = MongoDBCheckpointClearResult(
-                checkpoints_deleted=_acknowledged_count(checkpoints, "deleted_count"),
-                counter_deleted=_acknowledged_count(counter, "deleted_count"),
+                checkpoints_deleted=_deleted_count(checkpoints),
+                counter_deleted=_deleted_count(counter),
                 acknowledged=bool(checkpoints.acknowledged and counter.acknowledged),
             )
             record.result_count = result.checkpoints_deleted
@@ -529,11 +529,9 @@ def _position_of(document: Mapping[str, Any]) -> PagePosition:
     return PagePosition(sequence, _checkpoint_id_of(document))
 
 
-def _acknowledged_count(result: Any, attribute: str) -> int:
+def _deleted_count(result: DeleteOutcome) -> int:
     # An unacknowledged write (w: 0) has no counts; pymongo raises if they are read.
-    if not getattr(result, "acknowledged", True):
-        return 0
-    return int(getattr(result, attribute))
+    return result.deleted_count if result.acknowledged else 0
 
 
 def _require_options(options: object) -> None:
