@@ -21,16 +21,18 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
+from functools import partial
 from importlib.metadata import version
+from typing import Any
 
 # Not public API: the reference encoding FileCheckpointStorage uses, imported here only to compare.
 from agent_framework._workflows._checkpoint_encoding import (
     decode_checkpoint_value,
     encode_checkpoint_value,
 )
-from benchmarks.checkpoints import CONVERSATION_SIZES, build_checkpoint
 
 from agent_framework_mongodb.checkpoints.codec import CheckpointCodec
+from benchmarks.checkpoints import CONVERSATION_SIZES, build_checkpoint
 
 __all__ = ["main"]
 
@@ -45,6 +47,14 @@ def _median_ms(operation: Callable[[], object], repeats: int = _REPEATS) -> floa
         operation()
         timings.append(time.perf_counter() - started)
     return statistics.median(timings) * 1000
+
+
+def _raw_round_trip(public: dict[str, Any]) -> object:
+    return pickle.loads(pickle.dumps(public, protocol=5))
+
+
+def _framework_round_trip(public: dict[str, Any]) -> object:
+    return decode_checkpoint_value(encode_checkpoint_value(public), allowed_types=frozenset())
 
 
 def main() -> None:
@@ -64,17 +74,11 @@ def main() -> None:
         public = checkpoint.to_dict()
         encoded = codec.encode(checkpoint)
 
-        raw = _median_ms(lambda public=public: pickle.loads(pickle.dumps(public, protocol=5)))
-        framework = _median_ms(
-            lambda public=public: decode_checkpoint_value(
-                encode_checkpoint_value(public), allowed_types=frozenset()
-            )
-        )
-        save = _median_ms(lambda checkpoint=checkpoint: codec.encode(checkpoint))
-        load = _median_ms(
-            lambda encoded=encoded: codec.decode(encoded.payload, checksum=encoded.payload_checksum)
-        )
-        restricted = _median_ms(lambda encoded=encoded: codec.load_restricted(encoded.payload))
+        raw = _median_ms(partial(_raw_round_trip, public))
+        framework = _median_ms(partial(_framework_round_trip, public))
+        save = _median_ms(partial(codec.encode, checkpoint))
+        load = _median_ms(partial(codec.decode, encoded.payload, checksum=encoded.payload_checksum))
+        restricted = _median_ms(partial(codec.load_restricted, encoded.payload))
         print(
             f"{size:>8} {len(encoded.payload):>9} {raw:>8.2f} {framework:>10.2f} {save:>8.2f} {load:>8.2f} "
             f"{restricted:>10.2f} {save / framework:>8.2f} {load / restricted:>10.2f}"

@@ -1,0 +1,1 @@
+"""Benchmarks: run from python/ as ``uv run python -m benchmarks.<name>``."""

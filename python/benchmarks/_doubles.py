@@ -1,0 +1,327 @@
+"""Collection doubles for the storage benchmark: an instant collection and a round-trip counter.
+
+``InstantCollection`` answers the storage's queries at once, so timing a storage over it measures
+the storage's client-side cost: validation, codec, envelope, cursor paging, BSON. It models the
+split between client and server the way pymongo draws it:
+
+* client-side, and so inside a timed call: ``bson.encode`` of every request (filter, update,
+  inserted document), as pymongo encodes commands before sending them, and ``bson.decode`` of every
+  returned document, as pymongo decodes replies;
+* server-side, and so outside a timed call: decoding an inserted document and encoding the
+  projected reply for each projection the storage uses. ``settle()`` does that work; the benchmark
+  calls it between timed calls (reads settle lazily if it was not called).
+
+Each request yields to the event loop once (``asyncio.sleep(0)``), as awaiting a real reply does.
+It interprets only the query shapes ``agent_framework_mongodb.checkpoints.queries`` builds:
+filters by ``_kind`` and scope with optional ``_id`` equality or ``sequence`` ``$gt``, sorts by
+``sequence``, and the counter's ``$set`` pipeline (``$add`` of ``$max`` and an increment). It is
+not a database; the in-process engine is the faithful double.
+
+``CountingCollection`` wraps any collection (the in-process engine in the benchmark) and counts
+round trips: each awaited collection call, and each batch fetch of a cursor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import dataclasses
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Any
+
+import bson
+from pymongo.errors import DuplicateKeyError
+from pymongo.results import DeleteResult, InsertOneResult
+
+from agent_framework_mongodb.checkpoints.queries import (
+    ID_PROJECTION,
+    IDEMPOTENCY_PROJECTION,
+    PAYLOAD_PROJECTION,
+    SEQUENCE_PROJECTION,
+)
+from agent_framework_mongodb.checkpoints.scope import CHECKPOINT_KIND, COUNTER_KIND
+
+__all__ = ["CountingCollection", "InstantCollection"]
+
+_KNOWN_PROJECTIONS: tuple[Mapping[str, int], ...] = (
+    PAYLOAD_PROJECTION,
+    ID_PROJECTION,
+    IDEMPOTENCY_PROJECTION,
+    SEQUENCE_PROJECTION,
+)
+
+
+def _projection_key(projection: Mapping[str, Any] | None) -> tuple[tuple[str, Any], ...]:
+    return () if projection is None else tuple(sorted(projection.items()))
+
+
+def _project(document: Mapping[str, Any], projection: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Top-level inclusion or exclusion projection, as the server applies it."""
+    if not projection:
+        return dict(document)
+    include_id = bool(projection.get("_id", 1))
+    chosen = {key: value for key, value in projection.items() if key != "_id"}
+    if any(chosen.values()):
+        projected = {key: document[key] for key in chosen if key in document}
+    else:
+        projected = {key: value for key, value in document.items() if key not in chosen}
+        projected.pop("_id", None)
+    if include_id and "_id" in document:
+        projected = {"_id": document["_id"], **projected}
+    return projected
+
+
+def _matches(document: Mapping[str, Any], query: Mapping[str, Any]) -> bool:
+    for field, condition in query.items():
+        value = document.get(field)
+        if isinstance(condition, Mapping):
+            if set(condition) != {"$gt"}:
+                raise NotImplementedError(f"InstantCollection does not interpret {condition!r}")
+            if value is None or not value > condition["$gt"]:
+                return False
+        elif value != condition:
+            return False
+    return True
+
+
+@dataclasses.dataclass
+class _Stored:
+    """A stored checkpoint as the server keeps it, with its encoded reply per projection."""
+
+    document: dict[str, Any]
+    replies: dict[tuple[tuple[str, Any], ...], bytes] = dataclasses.field(default_factory=dict)
+
+    def reply(self, projection: Mapping[str, Any] | None) -> bytes:
+        key = _projection_key(projection)
+        encoded = self.replies.get(key)
+        if encoded is None:
+            encoded = self.replies[key] = bson.encode(_project(self.document, projection))
+        return encoded
+
+
+class _InstantDatabase:
+    async def command(self, command: Any, *_args: Any, **_kwargs: Any) -> Mapping[str, Any]:
+        await asyncio.sleep(0)
+        return {"ok": 1.0}
+
+
+class _InstantCursor:
+    def __init__(
+        self, owner: InstantCollection, query: Mapping[str, Any], projection: Any, limit: int
+    ) -> None:
+        self._owner = owner
+        self._query = query
+        self._projection = projection
+        self._limit = limit
+
+    async def to_list(self, length: int | None = None) -> list[dict[str, Any]]:
+        limit = self._limit if length is None else min(self._limit or length, length)
+        return await self._owner.fetch(self._query, self._projection, limit)
+
+    def __aiter__(self) -> AsyncIterator[dict[str, Any]]:
+        return self._iterate()
+
+    async def _iterate(self) -> AsyncIterator[dict[str, Any]]:
+        for document in await self.to_list(None):
+            yield document
+
+
+class _NoIndexes:
+    """The (empty) index listing of the instant double: it answers, it does not index."""
+
+    async def to_list(self, length: int | None = None) -> list[dict[str, Any]]:
+        return []
+
+
+class InstantCollection:
+    """A duck-typed async collection that answers the storage's queries instantly (see module)."""
+
+    def __init__(self) -> None:
+        self.database = _InstantDatabase()
+        self._documents: dict[str, _Stored] = {}
+        self._runs: dict[str, list[tuple[int, _Stored]]] = {}
+        self._counters: dict[str, int] = {}
+        self._ids: set[Any] = set()
+        self._pending: list[bytes] = []
+
+    # -- the server's side, kept out of timed calls ----------------------------------------------
+    def settle(self) -> None:
+        """Store inserted documents as the server would, and encode their replies."""
+        pending, self._pending = self._pending, []
+        for raw in pending:
+            stored = _Stored(bson.decode(raw))
+            for projection in _KNOWN_PROJECTIONS:
+                stored.reply(projection)
+            document = stored.document
+            self._documents[document["_id"]] = stored
+            run = self._runs.setdefault(document["scope_discriminator"], [])
+            bisect.insort(run, (document["sequence"], stored), key=lambda item: item[0])
+
+    @property
+    def document_count(self) -> int:
+        return len(self._ids)
+
+    # -- the client's side: what the storage calls -------------------------------------------------
+    async def _request(self, *parts: Any) -> None:
+        bson.encode({"request": list(parts)})  # the command pymongo would encode and send
+        await asyncio.sleep(0)  # awaiting the reply
+
+    async def find_one_and_update(
+        self,
+        filter: Mapping[str, Any],
+        update: Sequence[Mapping[str, Any]],
+        projection: Any = None,
+        *,
+        upsert: bool = False,
+        **_options: Any,
+    ) -> dict[str, Any] | None:
+        await self._request(filter, list(update), projection)
+        if filter.get("_kind") != COUNTER_KIND:
+            raise NotImplementedError("InstantCollection updates only sequence counters")
+        key = filter["_id"]
+        if key not in self._counters and not upsert:
+            return None
+        addition = update[0]["$set"]["sequence"]["$add"]
+        floor = addition[0]["$max"][1]
+        sequence = max(self._counters.get(key, 0), floor) + addition[1]
+        self._counters[key] = sequence
+        # Checked: a counter this double keeps never restarts below a retained sequence.
+        return bson.decode(bson.encode({"sequence": sequence, "sequence_checked": True}))
+
+    async def insert_one(self, document: Mapping[str, Any], *_args: Any, **_kwargs: Any) -> InsertOneResult:
+        raw = bson.encode(document)  # pymongo's client-side encoding of the insert
+        await asyncio.sleep(0)
+        if document["_id"] in self._ids:
+            raise DuplicateKeyError("E11000 duplicate key error", 11000)
+        self._ids.add(document["_id"])
+        self._pending.append(raw)
+        return InsertOneResult(document["_id"], acknowledged=True)
+
+    def _run_of(self, query: Mapping[str, Any]) -> list[tuple[int, _Stored]]:
+        if self._pending:
+            self.settle()
+        if query.get("_kind") != CHECKPOINT_KIND:
+            raise NotImplementedError("InstantCollection reads only checkpoints")
+        return self._runs.get(query["scope_discriminator"], [])
+
+    async def find_one(
+        self,
+        filter: Mapping[str, Any],
+        projection: Any = None,
+        *,
+        sort: Sequence[tuple[str, int]] | None = None,
+        **_options: Any,
+    ) -> dict[str, Any] | None:
+        await self._request(filter, projection, sort)
+        run = self._run_of(filter)
+        if "_id" in filter:
+            found = self._documents.get(filter["_id"])
+            candidates = [] if found is None else [found]
+        else:
+            descending = bool(sort) and sort[0] == ("sequence", -1)  # type: ignore[index]
+            candidates = [stored for _, stored in (reversed(run) if descending else run)]
+        for stored in candidates:
+            if _matches(stored.document, filter):
+                return bson.decode(stored.reply(projection))
+        return None
+
+    def find(
+        self, filter: Mapping[str, Any], projection: Any = None, *, limit: int = 0, **_options: Any
+    ) -> _InstantCursor:
+        return _InstantCursor(self, filter, projection, limit)
+
+    async def fetch(self, query: Mapping[str, Any], projection: Any, limit: int) -> list[dict[str, Any]]:
+        """One batch of a ``find`` in ascending sequence order (the storage's only find sort)."""
+        await self._request(query, projection, limit)
+        run = self._run_of(query)
+        after = query.get("sequence", {}).get("$gt")
+        start = 0 if after is None else bisect.bisect_right(run, after, key=lambda item: item[0])
+        replies: list[dict[str, Any]] = []
+        for _, stored in run[start:]:
+            if limit and len(replies) >= limit:
+                break
+            if _matches(stored.document, query):
+                replies.append(bson.decode(stored.reply(projection)))
+        return replies
+
+    async def delete_one(self, filter: Mapping[str, Any], *_args: Any, **_kwargs: Any) -> DeleteResult:
+        await self._request(filter)
+        if filter.get("_kind") == COUNTER_KIND:
+            deleted = int(self._counters.pop(filter["_id"], None) is not None)
+            return DeleteResult({"n": deleted}, acknowledged=True)
+        found = await self.find_one(filter, {"_id": 1})
+        if found is None:
+            return DeleteResult({"n": 0}, acknowledged=True)
+        stored = self._documents.pop(found["_id"])
+        self._ids.discard(found["_id"])
+        run = self._runs[stored.document["scope_discriminator"]]
+        run[:] = [item for item in run if item[1] is not stored]
+        return DeleteResult({"n": 1}, acknowledged=True)
+
+    async def delete_many(self, filter: Mapping[str, Any], *_args: Any, **_kwargs: Any) -> DeleteResult:
+        await self._request(filter)
+        run = self._run_of(filter)
+        doomed = [stored for _, stored in run if _matches(stored.document, filter)]
+        for stored in doomed:
+            self._documents.pop(stored.document["_id"], None)
+            self._ids.discard(stored.document["_id"])
+        run[:] = [item for item in run if item[1] not in doomed]
+        return DeleteResult({"n": len(doomed)}, acknowledged=True)
+
+    async def list_indexes(self) -> _NoIndexes:
+        return _NoIndexes()
+
+    async def create_indexes(self, indexes: Sequence[Any], *_args: Any, **_kwargs: Any) -> list[str]:
+        await asyncio.sleep(0)
+        return [index.document["name"] for index in indexes]
+
+
+class _CountingCursor:
+    def __init__(self, owner: CountingCollection, inner: Any) -> None:
+        self._owner = owner
+        self._inner = inner
+
+    async def to_list(self, length: int | None = None) -> list[dict[str, Any]]:
+        self._owner.count("find")
+        result: list[dict[str, Any]] = await self._inner.to_list(length)
+        return result
+
+    def __aiter__(self) -> AsyncIterator[dict[str, Any]]:
+        return self._iterate()
+
+    async def _iterate(self) -> AsyncIterator[dict[str, Any]]:
+        self._owner.count("find")
+        async for document in self._inner:
+            yield document
+
+
+class CountingCollection:
+    """Forwards to ``inner`` and records the name of every round trip, in order."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.trips: list[str] = []
+
+    def count(self, name: str) -> None:
+        self.trips.append(name)
+
+    def take(self) -> list[str]:
+        """The round trips since the last call, and start counting afresh."""
+        trips, self.trips = self.trips, []
+        return trips
+
+    @property
+    def database(self) -> Any:
+        return self.inner.database
+
+    def find(self, *args: Any, **kwargs: Any) -> _CountingCursor:
+        return _CountingCursor(self, self.inner.find(*args, **kwargs))
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self.inner, name)
+
+        async def counted(*args: Any, **kwargs: Any) -> Any:
+            self.count(name)
+            return await method(*args, **kwargs)
+
+        return counted
