@@ -16,7 +16,8 @@ import pytest
 from bson.int64 import Int64
 
 from agent_framework_mongodb import MongoDBCheckpointStorage
-from agent_framework_mongodb.checkpoints.indexes import SEQUENCE_INDEX
+from agent_framework_mongodb.checkpoints import sequences
+from agent_framework_mongodb.checkpoints.indexes import SEQUENCE_INDEX, SIMPLE_COLLATION
 from agent_framework_mongodb.checkpoints.queries import (
     ASCENDING_SEQUENCE,
     DESCENDING_SEQUENCE,
@@ -24,6 +25,7 @@ from agent_framework_mongodb.checkpoints.queries import (
     PAYLOAD_PROJECTION,
     SEQUENCE_PROJECTION,
     checkpoint_filter,
+    counter_filter,
     page_filter,
     run_filter,
 )
@@ -33,6 +35,7 @@ from ._support import (
     WORKFLOW,
     MongoTarget,
     checkpoint,
+    delete_command,
     find_command,
     index_scans,
     stage_names,
@@ -132,6 +135,31 @@ async def test_every_query_shape_is_bounded_by_its_page_not_the_collection(serve
             assert docs == returned
             assert keys <= returned + 1, f"{keys} keys examined for a page of {returned}"
 
+    # Writes, explained (explain applies nothing): the counter allocation and the deletes.
+    await storage.save(checkpoint("crowd-42-extra"))  # creates the run's counter
+    allocation = await server.explain(
+        {
+            "findAndModify": name,
+            "query": counter_filter(scope),
+            "update": list(sequences._counter_pipeline(expires_at=None, floor=None, increment=1)),
+            "fields": dict(sequences._COUNTER_PROJECTION),
+            "upsert": True,
+            "new": True,
+            "collation": dict(SIMPLE_COLLATION),
+        }
+    )
+    keys, docs, _ = _stats(allocation)
+    assert (keys, docs) == (1, 1)
+    one = await server.explain(delete_command(name, checkpoint_filter(scope, "crowd-42-0007"), many=False))
+    keys, docs, _ = _stats(one)
+    assert (keys, docs) == (1, 1)
+    run = await server.explain(delete_command(name, run_filter(scope), many=True))
+    keys, docs, _ = _stats(run)
+    assert "COLLSCAN" not in stage_names(winning_plan_stages(run))
+    assert docs <= PER_RUN + 1, f"clearing one run examined {docs} documents"
+    assert keys <= PER_RUN + 2
+
     assert await storage.list_checkpoint_ids(workflow_name=WORKFLOW) == [
-        f"crowd-42-{sequence:04d}" for sequence in range(1, PER_RUN + 1)
+        *(f"crowd-42-{sequence:04d}" for sequence in range(1, PER_RUN + 1)),
+        "crowd-42-extra",
     ]
