@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator, Mapping, Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from agent_framework import WorkflowCheckpoint
 
 from agent_framework_mongodb import MongoDBCheckpointStorage, MongoDBCheckpointStorageOptions
+from agent_framework_mongodb.checkpoints import sequences
 from agent_framework_mongodb.checkpoints.driver import CheckpointCursor
 from agent_framework_mongodb.checkpoints.indexes import SIMPLE_COLLATION
+from agent_framework_mongodb.checkpoints.queries import counter_filter
+from agent_framework_mongodb.checkpoints.scope import RunScope
 
 DEFAULT_DATABASE = "agent_framework_test"
 TENANT = "tenant-integration"
@@ -208,4 +211,19 @@ def delete_command(collection_name: str, query: Mapping[str, Any], *, many: bool
     return {
         "delete": collection_name,
         "deletes": [{"q": dict(query), "limit": 0 if many else 1, "collation": dict(SIMPLE_COLLATION)}],
+    }
+
+
+def counter_allocation_command(
+    collection_name: str, scope: RunScope, *, expires_at: datetime | None
+) -> dict[str, Any]:
+    """The ``findAndModify`` command a save's sequence allocation sends for ``scope``."""
+    return {
+        "findAndModify": collection_name,
+        "query": counter_filter(scope),
+        "update": list(sequences._counter_pipeline(expires_at=expires_at, floor=None, increment=1)),
+        "fields": dict(sequences._COUNTER_PROJECTION),
+        "upsert": True,
+        "new": True,
+        "collation": dict(SIMPLE_COLLATION),
     }

@@ -24,7 +24,6 @@ from agent_framework_mongodb import (
     MongoDBIndexMismatchError,
     MongoDBIndexMissingError,
 )
-from agent_framework_mongodb.checkpoints import sequences
 from agent_framework_mongodb.checkpoints.indexes import (
     CHECKPOINT_INDEXES,
     IDENTITY_INDEX,
@@ -50,6 +49,7 @@ from ._support import (
     WORKFLOW,
     MongoTarget,
     checkpoint,
+    counter_allocation_command,
     delete_command,
     find_command,
     index_scans,
@@ -525,15 +525,7 @@ async def test_plan_pages_walk_the_sequence_index_with_and_without_a_cursor(seed
 @pytest.mark.parametrize("ttl", [None, timedelta(hours=1)], ids=["permanent", "expiring"])
 async def test_plan_counter_find_and_modify_is_an_id_lookup(seeded: Seeded, ttl: timedelta | None) -> None:
     expires_at = None if ttl is None else datetime.now(timezone.utc).replace(microsecond=0) + ttl
-    command = {
-        "findAndModify": seeded.target.collection_name,
-        "query": counter_filter(seeded.scope),
-        "update": list(sequences._counter_pipeline(expires_at=expires_at, floor=None, increment=1)),
-        "fields": dict(sequences._COUNTER_PROJECTION),
-        "upsert": True,
-        "new": True,
-        "collation": dict(SIMPLE_COLLATION),
-    }
+    command = counter_allocation_command(seeded.target.collection_name, seeded.scope, expires_at=expires_at)
     before = await raw_counter(seeded.target, seeded.storage)
 
     explain = await seeded.target.explain(command)

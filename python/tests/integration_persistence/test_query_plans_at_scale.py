@@ -16,8 +16,7 @@ import pytest
 from bson.int64 import Int64
 
 from agent_framework_mongodb import MongoDBCheckpointStorage
-from agent_framework_mongodb.checkpoints import sequences
-from agent_framework_mongodb.checkpoints.indexes import SEQUENCE_INDEX, SIMPLE_COLLATION
+from agent_framework_mongodb.checkpoints.indexes import SEQUENCE_INDEX
 from agent_framework_mongodb.checkpoints.queries import (
     ASCENDING_SEQUENCE,
     DESCENDING_SEQUENCE,
@@ -25,7 +24,6 @@ from agent_framework_mongodb.checkpoints.queries import (
     PAYLOAD_PROJECTION,
     SEQUENCE_PROJECTION,
     checkpoint_filter,
-    counter_filter,
     page_filter,
     run_filter,
 )
@@ -35,6 +33,7 @@ from ._support import (
     WORKFLOW,
     MongoTarget,
     checkpoint,
+    counter_allocation_command,
     delete_command,
     find_command,
     index_scans,
@@ -137,17 +136,7 @@ async def test_every_query_shape_is_bounded_by_its_page_not_the_collection(serve
 
     # Writes, explained (explain applies nothing): the counter allocation and the deletes.
     await storage.save(checkpoint("crowd-42-extra"))  # creates the run's counter
-    allocation = await server.explain(
-        {
-            "findAndModify": name,
-            "query": counter_filter(scope),
-            "update": list(sequences._counter_pipeline(expires_at=None, floor=None, increment=1)),
-            "fields": dict(sequences._COUNTER_PROJECTION),
-            "upsert": True,
-            "new": True,
-            "collation": dict(SIMPLE_COLLATION),
-        }
-    )
+    allocation = await server.explain(counter_allocation_command(name, scope, expires_at=None))
     keys, docs, _ = _stats(allocation)
     assert (keys, docs) == (1, 1)
     one = await server.explain(delete_command(name, checkpoint_filter(scope, "crowd-42-0007"), many=False))
