@@ -41,6 +41,7 @@ __all__ = [
     "MongoDBIndexMismatchError",
     "MongoDBIndexMissingError",
     "MongoDBIntegrationError",
+    "MongoDBIntegrityError",
     "MongoDBMappingError",
     "MongoDBPersistenceError",
     "MongoDBRetrievalError",
@@ -75,6 +76,12 @@ class MongoDBSerializationError(MongoDBMappingError):
     """A checkpoint value cannot be encoded losslessly, or its bytes do not decode back to it."""
 
     category: ClassVar[str] = "serialization"
+
+
+class MongoDBIntegrityError(MongoDBMappingError):
+    """A signed storage read a payload that is unsigned, or whose signature does not match it."""
+
+    category: ClassVar[str] = "integrity"
 
 
 class MongoDBAuthorizationError(MongoDBIntegrationError):

@@ -1,4 +1,4 @@
-"""Golden vectors for canonical hash version 2, replayed in-process and across hash seeds.
+"""Golden vectors for canonical hash version 3, replayed in-process and across hash seeds.
 
 The fixture describes each input in a small typed JSON notation (so another implementation can
 replay it) with its expected canonical encoding and SHA-256. The vectors were computed once and
@@ -10,8 +10,12 @@ Notation: JSON null/true/false/strings/integers/arrays/objects are None/bool/str
 ``$set``, ``$frozenset`` (arrays), ``$dict`` (array of [key, value] pairs), ``$date``,
 ``$datetime``/``$time`` ({"iso": ..., "fold": 0|1}), ``$timedelta`` ([days, seconds, µs]),
 ``$timezone`` ({"offset": [days, seconds, µs], "name": str|null}), ``$decimal`` and ``$uuid``
-(strings), ``$object`` ({"type": "module:qualname", "fields": {...}}), ``$class``
-("module:qualname": the class object itself).
+(strings), ``$zoneinfo`` (an IANA key; ``$datetime``/``$time`` may carry ``"zone": key``),
+``$path`` ({"class": "PurePosixPath"|..., "path": str}), ``$enum`` ({"type": ..., "name": ...}),
+``$namedtuple`` ({"type": ..., "items": [...]}), ``$object`` ({"type": "module:qualname",
+"fields": {...}}), ``$class`` ("module:qualname": the class object itself). Classes named by
+``$object``, ``$enum``, ``$namedtuple`` and ``$class`` come from ``tests.unit.codec.app_types``
+and are allowed while computing.
 """
 
 from __future__ import annotations
@@ -21,24 +25,32 @@ import datetime as dt
 import importlib
 import json
 import os
+import pathlib
 import subprocess
 import sys
 import uuid
+import zoneinfo
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, cast
 
 import pytest
 
-from agent_framework_mongodb.checkpoints.canonical import (
-    CANONICAL_HASH_VERSION,
-    canonical_form,
-    canonical_hash,
-)
+from agent_framework_mongodb.checkpoints import codec
+from agent_framework_mongodb.checkpoints.codec import CANONICAL_HASH_VERSION
 from agent_framework_mongodb.errors import MongoDBIntegrationError
 
 FIXTURE = Path(__file__).parent / "fixtures" / "checkpoint_canonical_hash.json"
 _PROJECT = Path(__file__).resolve().parents[2]
+_ALLOWED = tuple(f"tests.unit.codec.app_types:{name}" for name in ("Color", "OrderState", "Pair", "Point"))
+
+
+def canonical_form(value: object) -> bytes:
+    return codec.canonical_form(value, _ALLOWED)
+
+
+def canonical_hash(value: object) -> str:
+    return codec.canonical_hash(value, _ALLOWED)
 
 
 def _timedelta(parts: list[int]) -> dt.timedelta:
@@ -73,9 +85,19 @@ def decode_value(node: Any) -> Any:  # noqa: PLR0911, PLR0912 - one branch per n
     if tag == "$date":
         return dt.date.fromisoformat(body)
     if tag == "$datetime":
-        return dt.datetime.fromisoformat(body["iso"]).replace(fold=body["fold"])
+        moment = dt.datetime.fromisoformat(body["iso"]).replace(fold=body["fold"])
+        return moment.replace(tzinfo=zoneinfo.ZoneInfo(body["zone"])) if "zone" in body else moment
     if tag == "$time":
-        return dt.time.fromisoformat(body["iso"]).replace(fold=body["fold"])
+        clock = dt.time.fromisoformat(body["iso"]).replace(fold=body["fold"])
+        return clock.replace(tzinfo=zoneinfo.ZoneInfo(body["zone"])) if "zone" in body else clock
+    if tag == "$zoneinfo":
+        return zoneinfo.ZoneInfo(body)
+    if tag == "$path":
+        return cast("type[pathlib.PurePath]", getattr(pathlib, body["class"]))(body["path"])
+    if tag == "$enum":
+        return getattr(_class(body["type"]), body["name"])
+    if tag == "$namedtuple":
+        return _class(body["type"])(*(decode_value(item) for item in body["items"]))
     if tag == "$timedelta":
         return _timedelta(body)
     if tag == "$timezone":
@@ -86,16 +108,19 @@ def decode_value(node: Any) -> Any:  # noqa: PLR0911, PLR0912 - one branch per n
     if tag == "$uuid":
         return uuid.UUID(body)
     if tag == "$class":
-        module, _, qualname = body.partition(":")
-        return cast(type, getattr(importlib.import_module(module), qualname))
+        return _class(body)
     if tag == "$object":
-        module, _, qualname = body["type"].partition(":")
-        cls = getattr(importlib.import_module(module), qualname)
+        cls = _class(body["type"])
         instance = object.__new__(cls)
         for name, item in body["fields"].items():
             object.__setattr__(instance, name, decode_value(item))
         return instance
     raise ValueError(f"unknown fixture tag {tag}")
+
+
+def _class(key: str) -> Any:
+    module, _, qualname = key.partition(":")
+    return getattr(importlib.import_module(module), qualname)
 
 
 def _load() -> dict[str, Any]:

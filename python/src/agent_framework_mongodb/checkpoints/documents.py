@@ -4,7 +4,9 @@ A checkpoint document is immutable once inserted. Its versions are independent g
 envelope layout (``schema_version``), the source of the payload (``framework_version``), the
 checkpoint's own public ``version`` (``payload_version``), the codec's format
 (``payload_format``) and the identity hash (``idempotency_hash_version``). A value this build does
-not know fails closed with migration guidance instead of being loaded on a best guess.
+not know fails closed with migration guidance instead of being loaded on a best guess. With
+signing keys, a document's payload also carries an HMAC over its bytes and these gates
+(``codec/signing.py``), checked before the payload reaches the codec.
 """
 
 from __future__ import annotations
@@ -18,13 +20,14 @@ import bson
 from agent_framework import WorkflowCheckpoint
 from bson.int64 import Int64
 
-from ..errors import MongoDBMappingError, MongoDBSerializationError
-from .canonical import CANONICAL_HASH_VERSION
-from .codec import PAYLOAD_FORMAT, EncodedCheckpoint
+from ..errors import MongoDBIntegrityError, MongoDBMappingError, MongoDBSerializationError
+from .codec import CANONICAL_HASH_VERSION, PAYLOAD_FORMAT, SUPPORTED_PAYLOAD_VERSIONS, EncodedCheckpoint
+from .codec.signing import PayloadSigner, signing_context
 from .driver import Document
 from .scope import CHECKPOINT_KIND, RunScope
 
 __all__ = [
+    "FIRST_PAYLOAD_FORMAT",
     "FRAMEWORK_VERSION",
     "MAX_DOCUMENT_BYTES",
     "MAX_SEQUENCE",
@@ -40,13 +43,15 @@ __all__ = [
 
 SCHEMA_VERSION: Final = 1
 FRAMEWORK_VERSION: Final = "agent-framework-core/1:WorkflowCheckpoint.to_dict/v1"
-SUPPORTED_PAYLOAD_VERSIONS: Final = frozenset({"1.0"})
-"""``WorkflowCheckpoint.version`` values this build can restore."""
+FIRST_PAYLOAD_FORMAT: Final = "pickle-5/v1"
+"""The first codec's format. Its loader let a crafted payload run code, so this build refuses
+to read it (``docs/adr/0009-codec-v2.md``)."""
 
 MAX_DOCUMENT_BYTES: Final = 16 * 1024 * 1024
 """MongoDB's BSON document size limit (https://www.mongodb.com/docs/manual/reference/limits/)."""
 
 PAYLOAD_FIELD: Final = "checkpoint"
+SIGNATURE_FIELD: Final = "payload_signature"
 
 PAYLOAD_PROJECTION: Final[Mapping[str, int]] = {
     "_id": 0,
@@ -59,6 +64,7 @@ PAYLOAD_PROJECTION: Final[Mapping[str, int]] = {
     "idempotency_hash_version": 1,
     PAYLOAD_FIELD: 1,
     "payload_checksum": 1,
+    SIGNATURE_FIELD: 1,
 }
 """What ``load``, ``get_latest`` and pages read: the gates, the payload and its checksum."""
 
@@ -102,6 +108,7 @@ def prepare_checkpoint(
     *,
     created_at: datetime,
     ttl: timedelta | None,
+    signer: PayloadSigner | None = None,
 ) -> PreparedCheckpoint:
     """Build the envelope and prove it fits MongoDB's document limit, before any I/O.
 
@@ -133,6 +140,9 @@ def prepare_checkpoint(
     }
     if expires_at is not None:
         envelope["expires_at"] = expires_at
+    if signer is not None:
+        context = _signature_context(scope, checkpoint.checkpoint_id, checkpoint.version)
+        envelope[SIGNATURE_FIELD] = signer.sign(context, encoded.payload)
     # Measuring the envelope without the payload, then adding the payload's exact element size,
     # avoids copying a payload of up to 16 MiB just to learn its encoded length.
     envelope_size = len(bson.encode({**envelope, "sequence": Int64(0)}))
@@ -154,12 +164,23 @@ def prepare_checkpoint(
     )
 
 
-def stored_payload(document: Mapping[str, Any]) -> StoredPayload:
-    """Check a stored document's version gates and return its payload for decoding.
+def stored_payload(
+    document: Mapping[str, Any], scope: RunScope, signer: PayloadSigner | None = None
+) -> StoredPayload:
+    """Check a stored document's version gates (and signature) and return its payload.
 
     Raises:
+        MongoDBIntegrityError: Signing keys are set and the payload is unsigned, or its
+            signature does not match its bytes and this document's place and versions.
         MongoDBMappingError: A version is unknown, or a required field is missing or mistyped.
     """
+    if document.get("payload_format") == FIRST_PAYLOAD_FORMAT:
+        raise MongoDBMappingError(
+            f"A stored checkpoint was written in the first payload format ({FIRST_PAYLOAD_FORMAT!r}), "
+            "whose loader could be made to run code; this build does not read it. Resume or finish "
+            "such runs with the release that wrote them, or start them again (see "
+            "docs/adr/0009-codec-v2.md for a migration in a trusted environment)."
+        )
     _require_version(document, "schema_version", {SCHEMA_VERSION})
     _require_version(document, "framework_version", {FRAMEWORK_VERSION})
     _require_version(document, "payload_version", SUPPORTED_PAYLOAD_VERSIONS)
@@ -172,7 +193,34 @@ def stored_payload(document: Mapping[str, Any]) -> StoredPayload:
         raise MongoDBMappingError(
             "A stored checkpoint document lacks its checkpoint_id, payload or payload_checksum."
         )
+    if signer is not None:
+        signature = document.get(SIGNATURE_FIELD)
+        if signature is None:
+            raise MongoDBIntegrityError(
+                "A stored checkpoint is not signed, and this storage has signing keys; it was written "
+                "without keys or outside this storage, so it is not loaded."
+            )
+        context = _signature_context(scope, checkpoint_id, document["payload_version"])
+        if not signer.verify(context, bytes(payload), signature):
+            raise MongoDBIntegrityError(
+                "A stored checkpoint's signature does not match its payload and place; it was modified "
+                "or moved outside this storage, or signed with a key this storage does not hold."
+            )
     return StoredPayload(checkpoint_id=checkpoint_id, payload=bytes(payload), checksum=checksum)
+
+
+def _signature_context(scope: RunScope, checkpoint_id: str, payload_version: str) -> bytes:
+    # The verifier uses its own bound scope, never the document's: a payload copied to another
+    # run or tenant is signed for somewhere else and fails.
+    return signing_context(
+        scope.discriminator,
+        checkpoint_id,
+        SCHEMA_VERSION,
+        FRAMEWORK_VERSION,
+        payload_version,
+        PAYLOAD_FORMAT,
+        CANONICAL_HASH_VERSION,
+    )
 
 
 def utc_now() -> datetime:

@@ -13,9 +13,10 @@ import re
 import unicodedata
 from collections.abc import Iterable
 from datetime import timedelta
-from typing import TypeGuard
+from typing import TypeGuard, cast
 
 from ..errors import MongoDBConfigurationError
+from .codec.signing import MIN_KEY_BYTES
 
 __all__ = [
     "ABSOLUTE_MAX_PAGE_SIZE",
@@ -56,8 +57,13 @@ class MongoDBCheckpointStorageOptions:
             until ``delete``/``clear_run``. MongoDB's TTL monitor deletes eventually, not on time.
         page_size: Checkpoints per page when listing, and the default ``limit``.
         max_page_size: The largest ``limit`` a caller may ask for.
-        allowed_checkpoint_types: Application classes (``"module:qualname"``) that loading may
-            resolve besides built-in values and Agent Framework's own types.
+        allowed_checkpoint_types: Application classes that checkpoints may hold besides
+            standard values and Agent Framework's own types: classes, or their
+            ``"module:qualname"`` names, from any iterable. Stored as names.
+        signing_keys: Secret keys (``bytes``, at least 32 each) for signed payloads: the first
+            signs every save, any of them verifies a load, so keys rotate. With keys set, an
+            unsigned, edited or moved payload is refused before it is decoded. Never shown in
+            ``repr``.
 
     Identifiers are taken exactly as given: one with surrounding white space or control
     characters is rejected, never trimmed, so two spellings can never share a run.
@@ -71,6 +77,7 @@ class MongoDBCheckpointStorageOptions:
     page_size: int = DEFAULT_PAGE_SIZE
     max_page_size: int = DEFAULT_MAX_PAGE_SIZE
     allowed_checkpoint_types: tuple[str, ...] = ()
+    signing_keys: tuple[bytes, ...] = dataclasses.field(default=(), repr=False)
 
     def __post_init__(self) -> None:
         validate_identifier("tenant_id", self.tenant_id)
@@ -85,6 +92,7 @@ class MongoDBCheckpointStorageOptions:
         object.__setattr__(
             self, "allowed_checkpoint_types", _validate_type_keys(self.allowed_checkpoint_types)
         )
+        object.__setattr__(self, "signing_keys", _validate_signing_keys(self.signing_keys))
 
     def with_session(self, session_id: str) -> MongoDBCheckpointStorageOptions:
         """Return the same options bound to another run of the same workflow."""
@@ -141,17 +149,43 @@ def _is_exact_int(value: object) -> TypeGuard[int]:
 def _validate_type_keys(keys: object) -> tuple[str, ...]:
     if isinstance(keys, (str, bytes)) or not isinstance(keys, Iterable):
         raise MongoDBConfigurationError(
-            'allowed_checkpoint_types must be a sequence of "module:qualname" strings, '
+            'allowed_checkpoint_types must be an iterable of classes or "module:qualname" strings, '
             f"not a {type(keys).__name__}."
         )
     validated: list[str] = []
-    for key in keys:  # pyright: ignore[reportUnknownVariableType]
+    for entry in cast("Iterable[object]", keys):
+        key = _type_key_of(entry) if isinstance(entry, type) else entry
         if not isinstance(key, str) or not _is_type_key(key):
             raise MongoDBConfigurationError(
-                f'allowed_checkpoint_types entry {key!r} is not of the form "module:qualname", '
-                'for example "my_app.models:OrderState".'
+                f'allowed_checkpoint_types entry {entry!r} is not a class or of the form "module:qualname", '
+                'for example "my_app.models:OrderState"; classes defined inside functions cannot be named.'
             )
         validated.append(key)
+    return tuple(validated)
+
+
+def _type_key_of(cls: type) -> str:
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+def _validate_signing_keys(keys: object) -> tuple[bytes, ...]:
+    if isinstance(keys, (str, bytes)) or not isinstance(keys, Iterable):
+        raise MongoDBConfigurationError(
+            f"signing_keys must be a sequence of bytes keys, not a {type(keys).__name__}."
+        )
+    validated: list[bytes] = []
+    for position, key in enumerate(keys):  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+        # Never echo a key, not even a wrong one: it may be a real secret in the wrong type.
+        if not isinstance(key, (bytes, bytearray)):
+            raise MongoDBConfigurationError(
+                f"signing_keys[{position}] is a {type(key).__name__}, not bytes; decode a text secret "  # pyright: ignore[reportUnknownArgumentType]
+                "first, for example with base64.b64decode or bytes.fromhex."
+            )
+        if len(key) < MIN_KEY_BYTES:
+            raise MongoDBConfigurationError(
+                f"signing_keys[{position}] has {len(key)} bytes; keys need at least {MIN_KEY_BYTES}."
+            )
+        validated.append(bytes(key))
     return tuple(validated)
 
 

@@ -24,8 +24,8 @@ from ..errors import (
     MongoDBMappingError,
     translate_driver_error,
 )
-from .canonical import CANONICAL_HASH_VERSION
-from .codec import CheckpointCodec
+from .codec import CANONICAL_HASH_VERSION, CheckpointCodec
+from .codec.signing import PayloadSigner
 from .connection import (
     DEFAULT_COLLECTION_NAME,
     DEFAULT_DATABASE_NAME,
@@ -88,6 +88,7 @@ class MongoDBCheckpointStorage(CheckpointStorage):
     _options: MongoDBCheckpointStorageOptions
     _scope: RunScope
     _codec: CheckpointCodec
+    _signer: PayloadSigner | None
     _owned_client: CheckpointClient | None
 
     def __init__(
@@ -386,6 +387,7 @@ class MongoDBCheckpointStorage(CheckpointStorage):
         self._options = options
         self._scope = RunScope.from_options(options)
         self._codec = codec
+        self._signer = PayloadSigner(options.signing_keys) if options.signing_keys else None
         self._owned_client = owned_client
 
     def _require_workflow(self, workflow_name: object) -> None:
@@ -407,7 +409,12 @@ class MongoDBCheckpointStorage(CheckpointStorage):
             validate_identifier("previous_checkpoint_id", checkpoint.previous_checkpoint_id)
         encoded = self._codec.encode(checkpoint)
         return prepare_checkpoint(
-            self._scope, checkpoint, encoded, created_at=utc_now(), ttl=self._options.ttl
+            self._scope,
+            checkpoint,
+            encoded,
+            created_at=utc_now(),
+            ttl=self._options.ttl,
+            signer=self._signer,
         )
 
     async def _insert(self, prepared: PreparedCheckpoint) -> CheckpointID:
@@ -451,7 +458,7 @@ class MongoDBCheckpointStorage(CheckpointStorage):
         return True
 
     def _decode(self, document: Mapping[str, Any]) -> WorkflowCheckpoint:
-        stored = stored_payload(document)
+        stored = stored_payload(document, self._scope, self._signer)
         checkpoint = self._codec.decode(stored.payload, checksum=stored.checksum)
         if (
             checkpoint.checkpoint_id != stored.checkpoint_id

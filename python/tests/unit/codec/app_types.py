@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 __all__ = [
     "Color",
@@ -14,6 +14,7 @@ __all__ = [
     "ListLike",
     "Mapped",
     "OrderState",
+    "Pair",
     "Point",
     "SlottedPoint",
     "Unkeyed",
@@ -83,3 +84,8 @@ class Mapped(OrderedDict[str, int]):
 
 class ListLike(list[int]):
     pass
+
+
+class Pair(NamedTuple):
+    left: int
+    right: str

@@ -1,24 +1,29 @@
-"""CheckpointCodec: round trips, allowlists, hooks, global pickle state and the save-time proof."""
+"""CheckpointCodec v2: round trips, allowlists, hooks never called, global pickle state, the proof."""
 
 from __future__ import annotations
 
 import copyreg
 import datetime as dt
 import pickle
+import pickletools
+import subprocess
+import sys
 import uuid
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import agent_framework
 import pytest
 from agent_framework import Content, Message, WorkflowCheckpoint, WorkflowCheckpointException
 
-from agent_framework_mongodb.checkpoints.canonical import canonical_hash
 from agent_framework_mongodb.checkpoints.codec import (
+    CANONICAL_HASH_VERSION,
     CHECKSUM_ALGORITHM,
     PAYLOAD_FORMAT,
     CheckpointCodec,
     EncodedCheckpoint,
+    canonical_hash,
     payload_checksum,
 )
 from agent_framework_mongodb.errors import MongoDBMappingError, MongoDBSerializationError
@@ -26,6 +31,7 @@ from tests.unit.codec import app_types
 from tests.unit.codec.app_types import Color, HookedState, OrderState, Point, SlottedPoint
 
 _ORDER_KEY = "tests.unit.codec.app_types:OrderState"
+_PROJECT = Path(__file__).resolve().parents[3]
 
 
 def _checkpoint(state: dict[Any, Any] | None = None, **fields: Any) -> WorkflowCheckpoint:
@@ -45,8 +51,9 @@ def _round_trip(codec: CheckpointCodec, checkpoint: WorkflowCheckpoint) -> Workf
 
 
 def test_constants() -> None:
-    assert PAYLOAD_FORMAT == "pickle-5/v1"
+    assert PAYLOAD_FORMAT == "tree-pickle-5/v2"
     assert CHECKSUM_ALGORITHM == "sha256"
+    assert CANONICAL_HASH_VERSION == 3
 
 
 def test_encoded_checkpoint_fields() -> None:
@@ -55,6 +62,9 @@ def test_encoded_checkpoint_fields() -> None:
     assert isinstance(encoded, EncodedCheckpoint)
     assert encoded.payload[:2] == b"\x80\x05"
     assert encoded.payload_hash == canonical_hash(checkpoint.to_dict())
+    # The payload is a pickle of plain values only: it names no global at all.
+    opcodes = {opcode.name for opcode, _, _ in pickletools.genops(encoded.payload)}
+    assert not opcodes & {"GLOBAL", "STACK_GLOBAL", "INST", "OBJ", "REDUCE", "BUILD", "NEWOBJ", "NEWOBJ_EX"}
     assert encoded.payload_checksum == payload_checksum(encoded.payload)
     with pytest.raises(AttributeError):
         encoded.payload = b""  # type: ignore[misc]
@@ -137,10 +147,15 @@ def test_slotted_and_frozen_application_classes_round_trip() -> None:
     assert _round_trip(CheckpointCodec(keys), _checkpoint(state)).state == state
 
 
-def test_hook_overriding_class_is_rejected_even_when_allowlisted() -> None:
-    codec = CheckpointCodec(("tests.unit.codec.app_types:HookedState",))
-    with pytest.raises(MongoDBSerializationError, match="overrides pickle hooks"):
-        codec.encode(_checkpoint({"bad": HookedState(1)}))
+def test_pickle_hooks_are_never_called_in_either_direction() -> None:
+    codec = CheckpointCodec(
+        ("tests.unit.codec.app_types:HookedState", "tests.unit.codec.app_types:HookedEnum")
+    )
+    state = {"hooked": HookedState(1), "enum": app_types.HookedEnum.A}
+    restored = _round_trip(codec, _checkpoint(state))
+    assert type(restored.state["hooked"]) is HookedState
+    assert vars(restored.state["hooked"]) == {"value": 1}
+    assert restored.state["enum"] is app_types.HookedEnum.A
     assert app_types.HOOK_CALLS == []
 
 
@@ -173,21 +188,17 @@ def test_global_dispatch_table_reducer_is_ignored() -> None:
     assert after == before
 
 
-def test_copyreg_extension_types_are_rejected_before_pickling() -> None:
+def test_copyreg_extension_registrations_change_nothing() -> None:
+    # The tree names no class, so an extension code can never stand in for one.
     codec = CheckpointCodec((_ORDER_KEY,))
     checkpoint = _checkpoint({"deep": [{"order": OrderState("o-1")}]})
+    before = codec.encode(checkpoint)
     copyreg.add_extension("tests.unit.codec.app_types", "OrderState", 0x7AB1)
     try:
-        with pytest.raises(MongoDBSerializationError, match="copyreg"):
-            codec.encode(checkpoint)
-        message = Message(
-            role="user", contents=[Content.from_text("x")], additional_properties={"o": OrderState("o")}
-        )
-        with pytest.raises(MongoDBSerializationError, match="copyreg"):
-            codec.encode(_checkpoint({"m": [message]}))
+        assert codec.encode(checkpoint) == before
+        assert codec.decode(before.payload, checksum=before.payload_checksum).state == checkpoint.state
     finally:
         copyreg.remove_extension("tests.unit.codec.app_types", "OrderState", 0x7AB1)
-    assert codec.encode(checkpoint).payload_hash
 
 
 def test_framework_enum_and_unrelated_extension_registrations_leave_encoding_alone() -> None:
@@ -223,9 +234,18 @@ def test_decode_requires_a_checkpoint_dictionary() -> None:
             codec.decode(payload, checksum=payload_checksum(payload))
 
 
-def test_decode_refuses_other_protocols() -> None:
-    payload = pickle.dumps(_checkpoint().to_dict(), protocol=4)
-    with pytest.raises(MongoDBMappingError, match="protocol-5"):
+def test_decode_refuses_the_first_codecs_pickles_and_any_global() -> None:
+    # A v1 payload pickled the public dict itself, naming framework classes: never resolved now.
+    payload = pickle.dumps(_checkpoint({"m": Message(role="user", contents=[])}).to_dict(), protocol=5)
+    with pytest.raises(MongoDBMappingError, match="could not be unpickled") as raised:
+        CheckpointCodec().decode(payload, checksum=payload_checksum(payload))
+    assert "no globals" in str(raised.value.__cause__)
+
+
+def test_decode_refuses_trailing_bytes() -> None:
+    encoded = CheckpointCodec().encode(_checkpoint({"a": 1}))
+    payload = encoded.payload + b"."
+    with pytest.raises(MongoDBMappingError, match="bytes follow the end"):
         CheckpointCodec().decode(payload, checksum=payload_checksum(payload))
 
 
@@ -243,29 +263,39 @@ def test_encode_rejects_non_checkpoints() -> None:
 
 def test_round_trip_proof_rejects_bytes_that_restore_differently(monkeypatch: pytest.MonkeyPatch) -> None:
     from agent_framework_mongodb.checkpoints import codec as codec_module
+    from agent_framework_mongodb.checkpoints.codec.rebuild import load_tree as real
 
-    real = codec_module.restricted_loads  # type: ignore[attr-defined]
-
-    def drifting(payload: bytes, policy: Any) -> object:
-        value = real(payload, policy)
+    def drifting(payload: bytes) -> object:
+        value = real(payload)
         assert isinstance(value, dict)
         value["state"] = {"a": 2}
         return value
 
-    monkeypatch.setattr(codec_module, "restricted_loads", drifting)
-    with pytest.raises(MongoDBSerializationError, match="does not restore to an equal value"):
+    monkeypatch.setattr(codec_module, "load_tree", drifting)
+    with pytest.raises(MongoDBSerializationError, match="decode to another tree"):
         CheckpointCodec().encode(_checkpoint({"a": 1}))
 
 
 def test_round_trip_proof_rejects_bytes_that_do_not_load(monkeypatch: pytest.MonkeyPatch) -> None:
     from agent_framework_mongodb.checkpoints import codec as codec_module
 
-    def refusing(payload: bytes, policy: Any) -> object:
+    def refusing(payload: bytes) -> object:
         raise MongoDBMappingError("blocked for the test")
 
-    monkeypatch.setattr(codec_module, "restricted_loads", refusing)
+    monkeypatch.setattr(codec_module, "load_tree", refusing)
     with pytest.raises(MongoDBSerializationError, match="would not load again"):
         CheckpointCodec().encode(_checkpoint({"a": 1}))
+
+
+def test_application_code_raising_during_a_save_becomes_a_serialization_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def exploding(self: object) -> object:
+        raise KeyError("from application code")
+
+    monkeypatch.setattr(Message, "__getstate__", exploding)
+    with pytest.raises(MongoDBSerializationError, match="raised KeyError"):
+        CheckpointCodec().encode(_checkpoint({"m": Message(role="user", contents=[])}))
 
 
 @pytest.mark.skipif(
@@ -284,13 +314,26 @@ def test_types_registered_with_agent_framework_are_honoured() -> None:
     assert restored.state == checkpoint.state
 
 
-def test_registered_hook_class_still_gets_no_hooks() -> None:
+def test_types_registered_before_this_package_was_imported_are_honoured() -> None:
     if not hasattr(agent_framework, "register_checkpoint_type"):
         pytest.skip("agent_framework.register_checkpoint_type first appears after agent-framework-core 1.13")
-    agent_framework.register_checkpoint_type(HookedState)
-    with pytest.raises(MongoDBSerializationError, match="overrides pickle hooks"):
-        CheckpointCodec().encode(_checkpoint({"h": HookedState(2)}))
-    assert app_types.HOOK_CALLS == []
+    script = (
+        "import agent_framework\n"
+        "from tests.unit.codec.registered_types import RegisteredState\n"
+        "agent_framework.register_checkpoint_type(RegisteredState)\n"
+        "from agent_framework_mongodb.checkpoints.codec import CheckpointCodec\n"
+        "from agent_framework import WorkflowCheckpoint\n"
+        "state = {'r': RegisteredState(4)}\n"
+        "cp = WorkflowCheckpoint(workflow_name='wf', graph_signature_hash='g', state=state)\n"
+        "codec = CheckpointCodec()\n"
+        "encoded = codec.encode(cp)\n"
+        "print(codec.decode(encoded.payload, checksum=encoded.payload_checksum).state['r'].value)\n"
+    )
+    result = subprocess.run(  # noqa: S603 - the test's own interpreter and script
+        [sys.executable, "-c", script], cwd=_PROJECT, capture_output=True, text=True, check=False, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "4"
 
 
 # -- class objects (a paused request's response type) --------------------------------------------
@@ -319,7 +362,7 @@ def test_application_class_reference_needs_the_allowlist() -> None:
 
 @pytest.mark.parametrize("cls", [type, type(None), object, complex, Exception, pickle.Pickler])
 def test_class_references_the_loader_would_block_fail_at_save(cls: type) -> None:
-    with pytest.raises(MongoDBSerializationError, match="could not be loaded again"):
+    with pytest.raises(MongoDBSerializationError, match="cannot be stored"):
         CheckpointCodec().encode(_checkpoint({"response_type": cls}))
 
 

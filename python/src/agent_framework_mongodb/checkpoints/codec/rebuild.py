@@ -1,0 +1,550 @@
+"""The load path: stored bytes to a tree of plain values, then the codec's own rebuild.
+
+**Unpickling resolves nothing.** The unpickler's ``find_class`` refuses every global and there
+is no ``persistent_load``, so the pickle machine can build only fresh built-in containers and
+scalars: ``REDUCE``, ``BUILD``, ``NEWOBJ`` and ``INST``/``OBJ`` have no class, function or
+enum member to act on. Extension codes (``EXT1/2/4``) could hand back an object from
+``copyreg``'s process-wide cache without ``find_class``; when that cache or registry is in
+use, the payload is scanned and such opcodes refused first. Bytes after ``STOP`` are refused.
+
+**The rebuild runs in two phases.** The first walks the whole tree and validates every node
+against the rules the save walk applies (exact types, record shapes, finite numbers, string
+keys, class names through the :class:`~.rules.TypeResolver`, containers that appear once). Only
+when the whole tree passed does the second phase create objects, writing each instance's
+state through the descriptors its :class:`~.rules.ClassPlan` vetted. No constructor,
+``__setstate__``, ``__reduce__``, ``__getattr__`` or ``__init__`` of any application or
+framework class runs, and no such object exists before the whole payload was accepted.
+"""
+
+from __future__ import annotations
+
+import copyreg
+import datetime as _dt
+import io
+import math
+import pickle
+import pickletools
+import re
+import uuid
+import zoneinfo
+from collections.abc import Callable
+from decimal import Decimal
+from typing import Any, Final, NoReturn, cast
+
+from ...errors import MongoDBMappingError, MongoDBSerializationError
+from .rules import KIND_ENUM, KIND_NAMED_TUPLE, KIND_OBJECT, ClassPlan, TypeRefusal, TypeResolver
+from .walk import PATH_CLASSES, check_hash_collisions
+
+# type() spelled so the type checkers see type[Any]: the codec dispatches on exact types of
+# values it knows nothing about, and a cast on the hot path would cost a call per value.
+_type_of: Callable[[object], type[Any]] = type
+
+__all__ = ["load_tree", "rebuild"]
+
+_EXTENSION_OPCODES: Final = frozenset({"EXT1", "EXT2", "EXT4"})
+# copyreg keeps its extension tables as module-level dicts that add_extension/remove_extension
+# mutate in place (and the C pickle module holds the same objects), so binding them once is safe.
+_EXTENSION_REGISTRY: Final = cast("dict[object, object]", getattr(copyreg, "_extension_registry"))  # noqa: B009
+_EXTENSION_CACHE: Final = cast("dict[object, object]", getattr(copyreg, "_extension_cache"))  # noqa: B009
+_UUID_BYTES: Final = 16
+_ZONE_KEY: Final = re.compile(r"[A-Za-z0-9_+\-]{1,64}(/[A-Za-z0-9_+\-]{1,64}){0,4}")
+
+
+class _ClosedUnpickler(pickle.Unpickler):
+    """An unpickler that resolves no global at all."""
+
+    def find_class(self, module: str, name: str, /) -> NoReturn:
+        raise pickle.UnpicklingError("stored checkpoint trees name no globals")
+
+
+def _refuse(reason: str) -> NoReturn:
+    raise MongoDBMappingError(
+        f"Checkpoint payload is not a tree this codec writes: {reason}. The stored document is "
+        "corrupt or was modified outside this storage."
+    )
+
+
+def load_tree(payload: bytes) -> object:
+    """Unpickle ``payload`` into plain containers and scalars, refusing anything else.
+
+    Raises:
+        MongoDBMappingError: Malformed or truncated bytes, a global, a persistent id, an
+            extension code, or bytes after the end of the pickle.
+    """
+    scanned = bool(_EXTENSION_REGISTRY or _EXTENSION_CACHE)
+    if scanned:
+        _reject_extension_opcodes(payload)
+    stream = io.BytesIO(payload)
+    try:
+        tree = _ClosedUnpickler(stream).load()
+    except RecursionError:
+        _refuse("it is nested too deeply")
+    except Exception as error:
+        raise MongoDBMappingError(
+            f"Checkpoint payload could not be unpickled ({type(error).__name__}); it is truncated, "
+            "corrupt, or not a checkpoint written by this codec."
+        ) from error
+    if stream.tell() != len(payload):
+        _refuse("bytes follow the end of the pickle")
+    if not scanned and (_EXTENSION_REGISTRY or _EXTENSION_CACHE):
+        # An extension appeared while loading: vet the bytes before anything is returned.
+        _reject_extension_opcodes(payload)
+    return tree
+
+
+def _reject_extension_opcodes(payload: bytes) -> None:
+    try:
+        uses_extensions = any(
+            opcode.name in _EXTENSION_OPCODES for opcode, _, _ in pickletools.genops(payload)
+        )
+    except Exception as error:
+        raise MongoDBMappingError("Checkpoint payload is not a well-formed pickle.") from error
+    if uses_extensions:
+        _refuse("it uses a copyreg extension code")
+
+
+def rebuild(tree: object, resolver: TypeResolver, *, check_root: Callable[[dict[str, Any]], None]) -> object:
+    """Validate the whole ``tree``, let ``check_root`` vet its top level, then build objects.
+
+    The tree's containers are fresh from the unpickler, so they are updated in place.
+
+    Raises:
+        MongoDBMappingError: Anything a save would not have written; nothing is built then.
+    """
+    if type(tree) is not dict:
+        _refuse(f"its top level is a {type(tree).__name__}, not a dict")
+    builder = _Rebuild(resolver)
+    try:
+        builder.check(tree)
+        check_root(cast("dict[str, Any]", tree))
+    except RecursionError:
+        _refuse("it is nested too deeply")
+    except TypeRefusal as error:
+        raise MongoDBMappingError(f"Checkpoint payload cannot be loaded: {error}") from None
+    except MongoDBSerializationError as error:
+        # The save-side wording of a shared rule (hash collisions); on load it is a mapping error.
+        raise MongoDBMappingError(str(error)) from None
+    builder.build_pending()
+    return cast(object, tree)
+
+
+class _Rebuild:
+    """One load's rebuild: phase one (:meth:`check`) then phase two (:meth:`build_pending`)."""
+
+    __slots__ = ("_pending", "_resolver", "_seen")
+
+    def __init__(self, resolver: TypeResolver) -> None:
+        self._resolver = resolver
+        self._seen: set[int] = set()
+        # Containers holding records, children before parents, for phase two.
+        self._pending: list[dict[str, Any] | list[Any]] = []
+
+    @property
+    def resolver(self) -> TypeResolver:
+        return self._resolver
+
+    # -- phase one: validate ----------------------------------------------------------------
+
+    def mark(self, container: object) -> None:
+        # A container reached twice would let a small payload expand exponentially.
+        marker = id(container)
+        if marker in self._seen:
+            _refuse("a container appears more than once")
+        self._seen.add(marker)
+
+    def check(self, node: Any) -> bool:  # noqa: PLR0912 - one flat exact-type dispatch
+        """Validate ``node``; return whether it is, or holds, a record phase two must build."""
+        cls = _type_of(node)
+        if cls is dict:
+            self.mark(node)
+            dirty = False
+            for key, item in node.items():
+                if type(key) is not str:
+                    _refuse("a plain dict has a key that is not a str")
+                kind = _type_of(item)
+                if kind is str or item is None or kind is int or kind is bool:
+                    continue
+                if self.check(item):
+                    dirty = True
+            if dirty:
+                self._pending.append(node)
+            return dirty
+        if cls is list:
+            self.mark(node)
+            dirty = False
+            for item in node:
+                kind = _type_of(item)
+                if kind is str or item is None or kind is int or kind is bool:
+                    continue
+                if self.check(item):
+                    dirty = True
+            if dirty:
+                self._pending.append(node)
+            return dirty
+        if cls is str or node is None or cls is int or cls is bool or cls is bytes:
+            return False
+        if cls is float:
+            if not math.isfinite(node):
+                _refuse("it holds a NaN or infinite float")
+            return False
+        if cls is tuple:
+            self.check_record(node)
+            return True
+        _refuse(f"it holds a raw {cls.__name__}")
+
+    def check_record(self, node: tuple[Any, ...]) -> None:
+        if not node or type(node[0]) is not str:
+            _refuse("a record has no tag")
+        checker = _RECORD_CHECKS.get(node[0])
+        if checker is None:
+            _refuse(f"unknown record tag {node[0]!r}")
+        arity = _RECORD_ARITY.get(node[0])
+        if arity is not None and len(node) != arity:
+            _refuse(f"a {node[0]!r} record has {len(node)} parts, not {arity}")
+        self.mark(node)
+        checker(self, node)
+
+    def check_items(self, items: tuple[Any, ...]) -> None:
+        for item in items:
+            self.check(item)
+
+    def check_key(self, node: Any) -> None:
+        """A set member or dict key: hashing it must run no application code; then validated."""
+        self.require_hash_safe(node)
+        self.check(node)
+
+    def require_hash_safe(self, node: Any) -> None:
+        cls = _type_of(node)
+        if cls is dict or cls is list:
+            _refuse("a set member or dict key is a mutable container")
+        if cls is not tuple or not node or type(node[0]) is not str:
+            return  # scalars; anything malformed is refused by check()
+        tag = node[0]
+        if tag in ("t", "Z"):
+            items = node[1:]
+        elif tag in ("e", "n"):
+            plan = self.plan(
+                node[1] if len(node) > 1 else None, KIND_ENUM if tag == "e" else KIND_NAMED_TUPLE
+            )
+            if not plan.hash_safe:
+                _refuse(f"{plan.key!r} cannot be a set member or dict key")
+            items = node[2:] if tag == "n" else ()
+        elif tag in _HASHABLE_STANDARD_TAGS:
+            return
+        else:
+            _refuse(f"a {tag!r} record cannot be a set member or dict key")
+        for item in items:
+            self.require_hash_safe(item)
+
+    def check_members(self, members: tuple[Any, ...], kind: str) -> None:
+        for member in members:
+            self.check_key(member)
+        # The collision bound is checked on built values, which for these kinds are built-in,
+        # standard-library, enum or named-tuple values; application objects are not built here.
+        check_hash_collisions([self.build(member) for member in members], kind)
+
+    def plan(self, key: object, kind: int) -> ClassPlan:
+        if type(key) is not str:
+            _refuse("a record names no class")
+        plan = self._resolver.plan(key)
+        if plan.kind != kind:
+            _refuse(f"{plan.key!r} is stored as another kind of value than it is")
+        return plan
+
+    # -- phase two: build --------------------------------------------------------------------
+
+    def build_pending(self) -> None:
+        build = self.build
+        for container in self._pending:
+            if type(container) is dict:
+                mapping = container
+                for key, item in mapping.items():
+                    if type(item) is tuple:
+                        mapping[key] = build(item)
+            else:
+                sequence = cast("list[Any]", container)
+                for position, item in enumerate(sequence):
+                    if type(item) is tuple:
+                        sequence[position] = build(item)
+
+    def build(self, node: Any) -> Any:
+        """A validated node's value: records are built, containers are already final."""
+        if _type_of(node) is not tuple:
+            return node
+        return _RECORD_BUILDS[node[0]](self, node)
+
+    def build_items(self, items: tuple[Any, ...]) -> list[Any]:
+        build = self.build
+        return [build(item) if type(item) is tuple else item for item in items]
+
+
+# -- records: one check and one build per tag --------------------------------------------------
+
+
+def _require(condition: bool, reason: str) -> None:
+    if not condition:
+        _refuse(reason)
+
+
+def _ints(node: tuple[Any, ...], count: int) -> None:
+    _require(len(node) >= count + 1, f"a {node[0]!r} record is too short")
+    _require(all(type(part) is int for part in node[1 : count + 1]), f"a {node[0]!r} record holds a non-int")
+
+
+def _valid(make: Callable[[], object], what: str) -> None:
+    try:
+        make()
+    except Exception:
+        _refuse(f"it holds an invalid {what}")
+
+
+def _check_tuple(rebuild: _Rebuild, node: tuple[Any, ...]) -> None:
+    rebuild.check_items(node[1:])
+
+
+def _build_tuple(rebuild: _Rebuild, node: tuple[Any, ...]) -> Any:
+    return tuple(rebuild.build_items(node[1:]))
+
+
+def _check_mapping(rebuild: _Rebuild, node: tuple[Any, ...]) -> None:
+    _require(len(node) % 2 == 1, "a mapping record has a key without a value")
+    keys = node[1::2]
+    _require(any(type(key) is not str for key in keys), "a mapping record has only str keys")
+    rebuild.check_members(keys, "dict")
+    rebuild.check_items(node[2::2])
+    _require(len({rebuild.build(key) for key in keys}) == len(keys), "a mapping record repeats a key")
+
+
+def _build_mapping(rebuild: _Rebuild, node: tuple[Any, ...]) -> Any:
+    build = rebuild.build
+    return {build(node[position]): build(node[position + 1]) for position in range(1, len(node), 2)}
+
+
+def _check_set(rebuild: _Rebuild, node: tuple[Any, ...]) -> None:
+    rebuild.check_members(node[1:], "set")
+
+
+def _build_set(rebuild: _Rebuild, node: tuple[Any, ...]) -> Any:
+    return set(rebuild.build_items(node[1:]))
+
+
+def _build_frozenset(rebuild: _Rebuild, node: tuple[Any, ...]) -> Any:
+    return frozenset(rebuild.build_items(node[1:]))
+
+
+def _check_bytearray(rebuild: _Rebuild, node: tuple[Any, ...]) -> None:
+    _require(type(node[1]) is bytes, "a bytearray record is malformed")
+
+
+def _check_date(rebuild: _Rebuild, node: tuple[Any, ...]) -> None:
+    _ints(node, 3)
+    _valid(lambda: _build_date(rebuild, node), "date")
+
+
+def _build_date(rebuild: _Rebuild, node: tuple[Any, ...]) -> Any:
+    return _dt.date(node[1], node[2], node[3])
+
+
+def _check_zone(rebuild: _Rebuild, node: Any) -> None:
+    if node is None:
+        return
+    _require(type(node) is tuple and len(node) > 0 and node[0] in ("z", "k"), "a time zone is malformed")
+    rebuild.check_record(node)
+
+
+def _check_time(rebuild: _Rebuild, node: tuple[Any, ...]) -> None:
+    _ints(node, 5)
+    _check_zone(rebuild, node[6])
+    _valid(lambda: _build_time(rebuild, node), "time")
+
+
+def _build_time(rebuild: _Rebuild, node: tuple[Any, ...]) -> Any:
+    return _dt.time(node[1], node[2], node[3], node[4], rebuild.build(node[6]), fold=node[5])
+
+
+def _check_datetime(rebuild: _Rebuild, node: tuple[Any, ...]) -> None:
+    _ints(node, 8)
+    _check_zone(rebuild, node[9])
+    _valid(lambda: _build_datetime(rebuild, node), "datetime")
+
+
+def _build_datetime(rebuild: _Rebuild, node: tuple[Any, ...]) -> Any:
+    zone = rebuild.build(node[9])
+    return _dt.datetime(node[1], node[2], node[3], node[4], node[5], node[6], node[7], zone, fold=node[8])
+
+
+def _check_timedelta(rebuild: _Rebuild, node: tuple[Any, ...]) -> None:
+    _ints(node, 3)
+    _valid(lambda: _build_timedelta(rebuild, node), "timedelta")
+
+
+def _build_timedelta(rebuild: _Rebuild, node: tuple[Any, ...]) -> Any:
+    return _dt.timedelta(days=node[1], seconds=node[2], microseconds=node[3])
+
+
+def _check_timezone(rebuild: _Rebuild, node: tuple[Any, ...]) -> None:
+    _require(node[4] is None or type(node[4]) is str, "a timezone record is malformed")
+    _ints(node, 3)
+    _valid(lambda: _build_timezone(rebuild, node), "timezone")
+
+
+def _build_timezone(rebuild: _Rebuild, node: tuple[Any, ...]) -> Any:
+    offset = _dt.timedelta(days=node[1], seconds=node[2], microseconds=node[3])
+    return _dt.timezone(offset) if node[4] is None else _dt.timezone(offset, node[4])
+
+
+def _check_zoneinfo(rebuild: _Rebuild, node: tuple[Any, ...]) -> None:
+    _require(type(node[1]) is str, "a ZoneInfo record is malformed")
+    # The key pattern keeps the zone database lookup inside its own directory tree.
+    _require(bool(_ZONE_KEY.fullmatch(node[1])) and ".." not in node[1], "a ZoneInfo key is malformed")
+    _valid(lambda: _build_zoneinfo(rebuild, node), "time zone key")
+
+
+def _build_zoneinfo(rebuild: _Rebuild, node: tuple[Any, ...]) -> Any:
+    return zoneinfo.ZoneInfo(node[1])
+
+
+def _check_decimal(rebuild: _Rebuild, node: tuple[Any, ...]) -> None:
+    _require(type(node[1]) is str, "a Decimal record is malformed")
+    try:
+        finite = Decimal(node[1]).is_finite()
+    except Exception:
+        finite = False
+    _require(finite, "it holds an invalid or non-finite Decimal")
+
+
+def _build_decimal(rebuild: _Rebuild, node: tuple[Any, ...]) -> Any:
+    return Decimal(node[1])
+
+
+def _check_uuid(rebuild: _Rebuild, node: tuple[Any, ...]) -> None:
+    _require(type(node[1]) is bytes and len(node[1]) == _UUID_BYTES, "a UUID record is malformed")
+
+
+def _build_uuid(rebuild: _Rebuild, node: tuple[Any, ...]) -> Any:
+    return uuid.UUID(bytes=node[1])
+
+
+def _check_path(rebuild: _Rebuild, node: tuple[Any, ...]) -> None:
+    _require(
+        type(node[1]) is str and node[1] in PATH_CLASSES and type(node[2]) is str and "\x00" not in node[2],
+        "a path record is malformed",
+    )
+    _valid(lambda: _build_path(rebuild, node), "path")
+
+
+def _build_path(rebuild: _Rebuild, node: tuple[Any, ...]) -> Any:
+    return PATH_CLASSES[node[1]](node[2])
+
+
+def _check_enum(rebuild: _Rebuild, node: tuple[Any, ...]) -> None:
+    _require(type(node[2]) is str, "an enum record is malformed")
+    plan = rebuild.plan(node[1], KIND_ENUM)
+    _require(node[2] in plan.members, f"{plan.key!r} has no member {node[2]!r}")
+
+
+def _build_enum(rebuild: _Rebuild, node: tuple[Any, ...]) -> Any:
+    return rebuild.resolver.plan(node[1]).members[node[2]]
+
+
+def _check_class(rebuild: _Rebuild, node: tuple[Any, ...]) -> None:
+    _require(type(node[1]) is str, "a class record is malformed")
+    rebuild.resolver.reference(node[1])
+
+
+def _build_class(rebuild: _Rebuild, node: tuple[Any, ...]) -> Any:
+    return rebuild.resolver.reference(node[1])
+
+
+def _check_named_tuple(rebuild: _Rebuild, node: tuple[Any, ...]) -> None:
+    _require(len(node) > 1, "a named-tuple record is malformed")
+    plan = rebuild.plan(node[1], KIND_NAMED_TUPLE)
+    _require(len(node) - 2 == plan.field_count, f"{plan.key!r} is stored with the wrong number of items")
+    rebuild.check_items(node[2:])
+
+
+def _build_named_tuple(rebuild: _Rebuild, node: tuple[Any, ...]) -> Any:
+    cls = rebuild.resolver.plan(node[1]).cls
+    # tuple.__new__ fills the items without calling the class's generated __new__.
+    return tuple.__new__(cls, rebuild.build_items(node[2:]))  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+
+
+def _check_object(rebuild: _Rebuild, node: tuple[Any, ...]) -> None:
+    plan = rebuild.plan(node[1], KIND_OBJECT)
+    instance_state, slot_state = node[2], node[3]
+    if plan.instance_dict is None:
+        _require(instance_state is None, f"{plan.key!r} instances have no __dict__")
+    else:
+        _require(type(instance_state) is dict, f"{plan.key!r} is stored without its attributes")
+        rebuild.check(instance_state)
+    if slot_state is not None:
+        _require(type(slot_state) is dict, f"{plan.key!r} is stored with malformed slots")
+        rebuild.check(slot_state)
+        unknown = cast("dict[str, Any]", slot_state).keys() - plan.slots.keys()
+        _require(not unknown, f"{plan.key!r} has no slot named {sorted(unknown)[0] if unknown else ''!r}")
+
+
+def _build_object(rebuild: _Rebuild, node: tuple[Any, ...]) -> Any:
+    plan = rebuild.resolver.plan(node[1])
+    # object.__new__ allocates without running the class's __new__ or __init__; state goes in
+    # through the interpreter's own descriptors, so no __setattr__ or property runs either.
+    instance = object.__new__(cast("type[object]", plan.cls))
+    if plan.instance_dict is not None:
+        plan.instance_dict.__set__(instance, node[2])
+    if node[3]:
+        slots = plan.slots
+        for name, item in cast("dict[str, Any]", node[3]).items():
+            slots[name].__set__(instance, item)
+    return instance
+
+
+_RecordStep = Callable[[_Rebuild, tuple[Any, ...]], Any]
+
+_RECORD_CHECKS: Final[dict[str, _RecordStep]] = {
+    "t": _check_tuple,
+    "m": _check_mapping,
+    "S": _check_set,
+    "Z": _check_set,
+    "a": _check_bytearray,
+    "D": _check_date,
+    "H": _check_time,
+    "W": _check_datetime,
+    "R": _check_timedelta,
+    "z": _check_timezone,
+    "k": _check_zoneinfo,
+    "M": _check_decimal,
+    "U": _check_uuid,
+    "p": _check_path,
+    "e": _check_enum,
+    "c": _check_class,
+    "n": _check_named_tuple,
+    "o": _check_object,
+}
+
+_RECORD_BUILDS: Final[dict[str, _RecordStep]] = {
+    "t": _build_tuple,
+    "m": _build_mapping,
+    "S": _build_set,
+    "Z": _build_frozenset,
+    "a": lambda rebuild, node: bytearray(node[1]),
+    "D": _build_date,
+    "H": _build_time,
+    "W": _build_datetime,
+    "R": _build_timedelta,
+    "z": _build_timezone,
+    "k": _build_zoneinfo,
+    "M": _build_decimal,
+    "U": _build_uuid,
+    "p": _build_path,
+    "e": _build_enum,
+    "c": _build_class,
+    "n": _build_named_tuple,
+    "o": _build_object,
+}
+
+_RECORD_ARITY: Final[dict[str, int]] = {
+    "a": 2, "D": 4, "H": 7, "W": 10, "R": 4, "z": 5, "k": 2, "M": 2, "U": 2, "p": 3, "e": 3, "c": 2, "o": 4,
+}  # fmt: skip
+"""Parts (tag included) of the records whose size is fixed."""
+
+_HASHABLE_STANDARD_TAGS: Final = frozenset({"D", "H", "W", "R", "z", "k", "M", "U", "p", "c"})

@@ -1,0 +1,400 @@
+"""Which classes a checkpoint may hold, and how the codec reads and restores their state.
+
+Both directions of the codec ask one :class:`TypeResolver` about a class *by its stored name*,
+so what a save may write and what a load may rebuild cannot drift apart: a save looks up the
+name of every class it meets and insists that the name leads back to the same class.
+
+Resolving a name never runs code of the class: modules are imported only for names the
+application listed, namespaces are read through ``__dict__`` (no ``getattr``, no module
+``__getattr__``), and a class's metaclass is checked before any attribute of the class is
+touched. The resulting :class:`ClassPlan` tells the walk which descriptors hold an instance's
+state, and the rebuild which descriptors to write it back through.
+"""
+
+from __future__ import annotations
+
+import abc
+import datetime as dt
+import decimal
+import enum
+import importlib
+import pathlib
+import re
+import sys
+import types
+import typing
+import uuid
+import zoneinfo
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Final
+
+from .framework_registry import is_registered_with_framework
+
+__all__ = [
+    "FRAMEWORK_MODULE_FAMILIES",
+    "KIND_ENUM",
+    "KIND_NAMED_TUPLE",
+    "KIND_OBJECT",
+    "ClassPlan",
+    "TypeRefusal",
+    "TypeResolver",
+    "is_framework_module",
+    "is_mapping_class",
+    "type_key",
+]
+
+FRAMEWORK_MODULE_FAMILIES: Final[tuple[str, ...]] = (
+    "agent_framework",
+    "agent_framework_orchestrations",
+    "openai.types",
+)
+"""Packages whose classes are accepted without listing: the families Agent Framework's own
+restricted checkpoint decoder allows (its core, its orchestrations, the model SDK types)."""
+
+KIND_OBJECT: Final = 1
+"""A plain object, dataclass or pydantic model: state in ``__dict__`` and slots."""
+KIND_ENUM: Final = 2
+"""An enum member, stored by name."""
+KIND_NAMED_TUPLE: Final = 3
+"""A ``typing.NamedTuple`` or ``collections.namedtuple`` instance, stored by its items."""
+
+_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
+_HEAPTYPE: Final = 1 << 9
+_DEFAULT_STATE_MODULES: Final = frozenset({"builtins", "enum"})
+
+
+class TypeRefusal(Exception):
+    """A class may not be stored or rebuilt; the codec re-raises it as its own error category."""
+
+
+def type_key(cls: type) -> str:
+    """Return the ``"module:qualname"`` name a checkpoint stores for ``cls``."""
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+def is_framework_module(module_name: str) -> bool:
+    """Whether ``module_name`` belongs to one of :data:`FRAMEWORK_MODULE_FAMILIES`."""
+    return any(
+        module_name == family or module_name.startswith(family + ".") for family in FRAMEWORK_MODULE_FAMILIES
+    )
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class ClassPlan:
+    """How instances of one class are walked and rebuilt.
+
+    Attributes:
+        cls: The class.
+        key: Its stored name, ``"module:qualname"``.
+        kind: :data:`KIND_OBJECT`, :data:`KIND_ENUM` or :data:`KIND_NAMED_TUPLE`.
+        instance_dict: The ``__dict__`` descriptor of instances, or ``None`` for slots-only
+            classes; always the interpreter's own, never a property.
+        slots: Slot name to its member descriptor, over the whole MRO.
+        framework_state: Walk the state the framework's own ``__getstate__`` exposes (which
+            leaves out runtime-only fields), instead of the raw instance dictionary.
+        pydantic: A pydantic model: private attributes never set are not stored.
+        hash_safe: Hashing and comparing instances runs only interpreter or standard-library
+            code, so an instance may be a set member or a dict key.
+        members: Enum members by name (enums only).
+        field_count: Number of items (named tuples only).
+    """
+
+    cls: type
+    key: str
+    kind: int
+    instance_dict: types.GetSetDescriptorType | None = None
+    slots: Mapping[str, types.MemberDescriptorType] = field(
+        default_factory=dict[str, types.MemberDescriptorType]
+    )
+    framework_state: bool = False
+    pydantic: bool = False
+    hash_safe: bool = False
+    members: Mapping[str, enum.Enum] = field(default_factory=dict[str, enum.Enum])
+    field_count: int = 0
+
+
+class TypeResolver:
+    """Decides, by stored name, which classes a checkpoint may hold; one per codec.
+
+    Args:
+        allowed_keys: Application classes (``"module:qualname"``) the application listed. Only
+            these names may cause an import.
+
+    Names are accepted from three sources: the framework families (whose modules must
+    already be imported), the application's list, and classes registered with
+    ``agent_framework.register_checkpoint_type`` (whose modules are imported by definition).
+    Every other name is refused without importing anything.
+    """
+
+    __slots__ = ("_allowed", "_plans", "_references")
+
+    def __init__(self, allowed_keys: tuple[str, ...]) -> None:
+        self._allowed = frozenset(allowed_keys)
+        self._plans: dict[str, ClassPlan] = {}
+        self._references: dict[str, type] = {}
+
+    def plan(self, key: str) -> ClassPlan:
+        """Return the plan for the class stored as ``key``.
+
+        Raises:
+            TypeRefusal: The name is not allowed, does not resolve to a class, or the class's
+                state cannot be stored and rebuilt without running its code.
+        """
+        cached = self._plans.get(key)
+        if cached is not None:
+            return cached
+        plan = _plan_for(self._resolve(key), key)
+        self._plans[key] = plan
+        return plan
+
+    def plan_of(self, cls: type) -> ClassPlan:
+        """Return the plan for a live instance's class; its name must resolve back to it.
+
+        Raises:
+            TypeRefusal: As :meth:`plan`, or the name leads to another class.
+        """
+        key = type_key(cls)
+        if "<locals>" in key:
+            raise TypeRefusal(f"Class {key!r} is defined inside a function and cannot be named on load.")
+        plan = self.plan(key)
+        if plan.cls is not cls:
+            raise TypeRefusal(f"Class {key!r} is not the class its name resolves to when loading.")
+        return plan
+
+    def reference(self, key: str) -> type:
+        """Return the class a stored class reference names (a request's response type, say).
+
+        Raises:
+            TypeRefusal: The name is not a standard value class and not resolvable as
+                :meth:`plan` would resolve it.
+        """
+        cached = self._references.get(key)
+        if cached is not None:
+            return cached
+        standard = STANDARD_REFERENCES.get(key)
+        resolved = standard if standard is not None else self._resolve(key)
+        if _is_metaclass(resolved):
+            raise TypeRefusal(f"Class reference {key!r} names a metaclass.")
+        self._references[key] = resolved
+        return resolved
+
+    def reference_key(self, cls: type) -> str:
+        """Return the stored name of a class object; it must resolve back to the same class.
+
+        Raises:
+            TypeRefusal: As :meth:`reference`, or the name leads to another class.
+        """
+        key = type_key(cls)
+        if "<locals>" in key:
+            raise TypeRefusal(f"Class {key!r} is defined inside a function and cannot be named on load.")
+        if self.reference(key) is not cls:
+            raise TypeRefusal(f"Class {key!r} is not the class its name resolves to when loading.")
+        return key
+
+    def _resolve(self, key: str) -> type:
+        module_name, _, qualname = key.partition(":")
+        if not _NAME.fullmatch(module_name) or not _NAME.fullmatch(qualname):
+            raise TypeRefusal(f"{key!r} is not a class name of the form 'module:qualname'.")
+        if is_framework_module(module_name):
+            # Framework names resolve only in modules the framework already imported: a payload
+            # never makes this process import a framework submodule.
+            cls = _find_loaded_class(module_name, qualname)
+            if cls is None:
+                raise TypeRefusal(
+                    f"{key!r} is not a class of an imported Agent Framework module; import the package "
+                    "that defines it before loading."
+                )
+            return cls
+        if key in self._allowed:
+            try:
+                importlib.import_module(module_name)
+            except Exception as error:
+                raise TypeRefusal(f"{key!r} is allowed, but its module cannot be imported.") from error
+            cls = _find_loaded_class(module_name, qualname)
+            if cls is None:
+                raise TypeRefusal(f"{key!r} is allowed, but it does not name a class.")
+            return cls
+        # A registered class was handed to the framework as an object, so its module is loaded;
+        # nothing is imported to find out.
+        cls = _find_loaded_class(module_name, qualname)
+        if cls is not None and is_registered_with_framework(cls):
+            return cls
+        raise TypeRefusal(
+            f"{key!r} is not an Agent Framework class and is not allowed. Add it to "
+            "MongoDBCheckpointStorageOptions.allowed_checkpoint_types (or register it with "
+            "agent_framework.register_checkpoint_type) if it is one of your checkpoint classes."
+        )
+
+
+def _allowed_metaclasses() -> frozenset[type]:
+    metaclasses: set[type] = {type, abc.ABCMeta, enum.EnumMeta, type(typing.Protocol)}
+    pydantic = sys.modules.get("pydantic")
+    base_model = getattr(pydantic, "BaseModel", None) if pydantic is not None else None
+    if isinstance(base_model, type):
+        metaclasses.add(type(base_model))
+    return frozenset(metaclasses)
+
+
+def _is_metaclass(cls: type) -> bool:
+    return issubclass(cls, type)
+
+
+def _is_class(value: object) -> bool:
+    # issubclass on type(value) never consults the value itself (isinstance may read __class__).
+    return issubclass(type(value), type)
+
+
+def _find_loaded_class(module_name: str, qualname: str) -> type | None:
+    """Walk ``qualname`` through an imported module's namespace and class ``__dict__``s only."""
+    module = sys.modules.get(module_name)
+    if module is None:
+        return None
+    metaclasses = _allowed_metaclasses()
+    namespace: Mapping[str, object] = module.__dict__
+    resolved: object = None
+    for part in qualname.split("."):
+        resolved = namespace.get(part)
+        # The metaclass is checked before any attribute of the class is read, so a metaclass
+        # with its own attribute hooks never runs.
+        if not _is_class(resolved) or type(resolved) not in metaclasses:
+            return None
+        namespace = typing.cast(type, resolved).__dict__
+    cls = typing.cast(type, resolved)
+    # An import alias (a framework module importing subprocess.Popen, say) has another identity.
+    if cls.__module__ != module_name or cls.__qualname__ != qualname:
+        return None
+    return cls
+
+
+def _plan_for(cls: type, key: str) -> ClassPlan:
+    # The mapping guard comes first: no enum, tuple or object rule may admit a mapping.
+    if is_mapping_class(cls):
+        raise TypeRefusal(
+            f"{key!r} is a mapping class; only exact dict is stored. Convert it to a plain dict first."
+        )
+    if _is_enum_class(cls):
+        return _enum_plan(cls, key)
+    if _is_named_tuple(cls):
+        return ClassPlan(
+            cls=cls,
+            key=key,
+            kind=KIND_NAMED_TUPLE,
+            hash_safe=not {"__hash__", "__eq__"} & cls.__dict__.keys(),
+            field_count=len(typing.cast("tuple[str, ...]", cls.__dict__["_fields"])),
+        )
+    if _has_builtin_base(cls):
+        raise TypeRefusal(
+            f"{key!r} derives from a built-in type, whose state the codec cannot see; store its "
+            "contents in a plain class or dataclass instead."
+        )
+    pydantic = _is_pydantic_model(cls)
+    return ClassPlan(
+        cls=cls,
+        key=key,
+        kind=KIND_OBJECT,
+        instance_dict=_instance_dict_descriptor(cls, key),
+        slots=_slot_descriptors(cls, key),
+        framework_state=is_framework_module(cls.__module__) and not pydantic and _defines_getstate(cls),
+        pydantic=pydantic,
+    )
+
+
+def is_mapping_class(cls: type) -> bool:
+    """Whether ``cls`` is ``dict``, a dict subclass or any other mapping (ABC-registered included)."""
+    return issubclass(cls, (dict, Mapping))
+
+
+def _is_enum_class(cls: type) -> bool:
+    return issubclass(cls, enum.Enum)
+
+
+def _enum_plan(cls: type, key: str) -> ClassPlan:
+    if type(cls) is not enum.EnumMeta:
+        raise TypeRefusal(f"Enum {key!r} has a custom metaclass; only standard enums are stored.")
+    members = dict(typing.cast("type[enum.Enum]", cls).__members__)
+    return ClassPlan(
+        cls=cls,
+        key=key,
+        kind=KIND_ENUM,
+        hash_safe=_defined_by_standard_library(cls, "__hash__")
+        and _defined_by_standard_library(cls, "__eq__"),
+        members=members,
+    )
+
+
+def _is_named_tuple(cls: type) -> bool:
+    return (
+        cls.__bases__ == (tuple,)
+        and type(cls.__dict__.get("_fields")) is tuple
+        and cls.__dict__.get("__slots__") == ()
+    )
+
+
+def _has_builtin_base(cls: type) -> bool:
+    """Whether a base other than ``object`` is implemented in C and so keeps hidden state."""
+    return any(base is not object and not (base.__flags__ & _HEAPTYPE) for base in cls.__mro__)
+
+
+def _is_pydantic_model(cls: type) -> bool:
+    pydantic = sys.modules.get("pydantic")
+    base_model = getattr(pydantic, "BaseModel", None) if pydantic is not None else None
+    return base_model is not None and base_model in cls.__mro__
+
+
+def _mro_lookup(cls: type, name: str) -> tuple[type, object] | None:
+    for klass in cls.__mro__:
+        namespace = klass.__dict__
+        if name in namespace:
+            return klass, namespace[name]
+    return None
+
+
+def _instance_dict_descriptor(cls: type, key: str) -> types.GetSetDescriptorType | None:
+    found = _mro_lookup(cls, "__dict__")
+    if found is None:
+        return None
+    descriptor = found[1]
+    if type(descriptor) is not types.GetSetDescriptorType:
+        # A __dict__ property would hide the real instance state from the walk.
+        raise TypeRefusal(f"Class {key!r} replaces __dict__; its state cannot be read faithfully.")
+    return descriptor
+
+
+def _slot_descriptors(cls: type, key: str) -> dict[str, types.MemberDescriptorType]:
+    """Every slot of the MRO, by its real (already mangled) attribute name."""
+    slots: dict[str, types.MemberDescriptorType] = {}
+    for klass in cls.__mro__:
+        for name, attribute in klass.__dict__.items():
+            if type(attribute) is types.MemberDescriptorType and attribute.__objclass__ is klass:
+                if name in slots:
+                    raise TypeRefusal(f"Class {key!r} declares slot {name!r} twice in its hierarchy.")
+                slots[name] = attribute
+    return slots
+
+
+def _defines_getstate(cls: type) -> bool:
+    found = _mro_lookup(cls, "__getstate__")
+    if found is None or found[0] is object or found[0].__module__ in _DEFAULT_STATE_MODULES:
+        return False
+    # Frozen slotted dataclasses get a generated __getstate__ that only lists the fields.
+    return getattr(found[1], "__module__", None) != "dataclasses"
+
+
+def _defined_by_standard_library(cls: type, name: str) -> bool:
+    found = _mro_lookup(cls, name)
+    return found is not None and found[0].__module__ in _DEFAULT_STATE_MODULES
+
+
+def _standard_references() -> dict[str, type]:
+    classes: tuple[type, ...] = (
+        str, int, float, bool, bytes, bytearray, list, tuple, dict, set, frozenset,
+        dt.date, dt.datetime, dt.time, dt.timedelta, dt.timezone, decimal.Decimal, uuid.UUID,
+        zoneinfo.ZoneInfo, pathlib.PurePath, pathlib.PurePosixPath, pathlib.PureWindowsPath,
+        pathlib.Path, pathlib.PosixPath, pathlib.WindowsPath,
+    )  # fmt: skip
+    return {type_key(cls): cls for cls in classes}
+
+
+STANDARD_REFERENCES: Final[Mapping[str, type]] = _standard_references()
+"""Built-in and standard-library value classes a checkpoint may name as class objects."""

@@ -1,0 +1,678 @@
+"""The save walk: one pass over a value yields both its canonical identity and its stored tree.
+
+Identity and stored form come from the same code, value by value, so they cannot disagree:
+whatever state the tree keeps, the canonical bytes cover, and nothing else.
+
+**The tree** (what gets pickled) holds only ``None``, ``bool``, ``int``, finite ``float``,
+``str``, ``bytes``, ``list``, dicts whose keys are all ``str``, and *records*: tuples whose
+first item is a one-letter tag (``specs/codec.md`` lists them). A tuple in the tree is always
+a record, so no application value is ever ambiguous. Every container appears once: a dict or
+list reached twice is copied, so a payload written here never shares a container.
+
+**The canonical form** (hash version 3) is a type-tagged, length-prefixed encoding of the same
+values that ignores dict insertion order, set iteration order and ``PYTHONHASHSEED``.
+
+The walk reads instance state only through the descriptors a :class:`~.rules.ClassPlan`
+vetted, never through ``getattr``; the only code of a value's class it can run is the
+``__getstate__`` of Agent Framework types, which leaves runtime-only fields out.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+import pathlib
+import struct
+import uuid
+import zoneinfo
+from collections.abc import Callable
+from decimal import Decimal
+from typing import Any, Final, NoReturn, cast
+
+from ...errors import MongoDBMappingError, MongoDBSerializationError
+from .rules import KIND_ENUM, KIND_NAMED_TUPLE, ClassPlan, TypeRefusal, TypeResolver, is_mapping_class
+
+# type() spelled so the type checkers see type[Any]: the codec dispatches on exact types of
+# values it knows nothing about, and a cast on the hot path would cost a call per value.
+_type_of: Callable[[object], type[Any]] = type
+
+__all__ = [
+    "CANONICAL_HASH_VERSION",
+    "CANONICAL_HEADER",
+    "MAX_HASH_COLLISIONS",
+    "PATH_CLASSES",
+    "Walked",
+    "walk",
+]
+
+CANONICAL_HASH_VERSION: Final = 3
+"""Version of the canonical encoding; stored beside every hash so a change fails closed."""
+
+CANONICAL_HEADER: Final = b"AFM-CANONICAL/3\n"
+"""Prefix of every canonical encoding: hashes of different versions can never collide."""
+
+MAX_HASH_COLLISIONS: Final = 32
+"""Most set members (or non-str dict keys) of one container that may share a hash value.
+
+Distinct values rarely share a hash (``-1`` and ``-2`` do); thousands that do turn building the
+set quadratic, which is how a crafted payload would stall a load. Save and load apply the same
+bound, so every stored checkpoint loads."""
+
+PATH_CLASSES: Final[dict[str, type[pathlib.PurePath]]] = {
+    cls.__name__: cls
+    for cls in (
+        pathlib.PurePosixPath,
+        pathlib.PureWindowsPath,
+        pathlib.PosixPath,
+        pathlib.WindowsPath,
+    )
+}
+"""The ``pathlib`` classes a checkpoint may hold, by the name the tree stores."""
+
+_U32: Final = struct.Struct(">I").pack
+_F64: Final = struct.Struct(">d").pack
+_DATE: Final = struct.Struct(">HBB").pack
+_TIME: Final = struct.Struct(">BBBIB").pack
+_DATETIME: Final = struct.Struct(">HBBBBBIB").pack
+_TIMEDELTA: Final = struct.Struct(">iII").pack
+_MAX_LENGTH: Final = 0xFFFFFFFF
+_NONE: Final = b"N"
+_EMPTY: Final = b"d\x00\x00\x00\x00"
+_PAIR: Final = 2
+
+_SCALAR_KEYS: Final = frozenset({str, int, float, bool, bytes, type(None)})
+_HASHABLE_STANDARD: Final = frozenset(
+    {_dt.date, _dt.datetime, _dt.time, _dt.timedelta, _dt.timezone, Decimal, uuid.UUID, zoneinfo.ZoneInfo}
+    | set(PATH_CLASSES.values())
+)
+
+
+class Walked:
+    """A value's stored tree and canonical encoding (header included)."""
+
+    __slots__ = ("canonical", "tree")
+
+    def __init__(self, tree: object, canonical: bytes) -> None:
+        self.tree = tree
+        self.canonical = canonical
+
+
+def walk(value: object, resolver: TypeResolver) -> Walked:
+    """Return the tree and canonical form of ``value``.
+
+    Raises:
+        MongoDBSerializationError: A class that may not be stored (not allowed, a mapping
+            other than exact dict, state the codec cannot read), a set member or dict key
+            whose hashing would run application code, distinct members that encode alike,
+            or an exception raised by application code while reading state.
+        MongoDBMappingError: A cycle, a non-finite number, nesting deeper than the interpreter
+            allows, or a value of an unsupported type.
+    """
+    out = bytearray(CANONICAL_HEADER)
+    try:
+        tree = _Walker(resolver).encode(value, out)
+    except (MongoDBMappingError, RecursionError) as error:
+        if isinstance(error, RecursionError):
+            raise MongoDBMappingError(
+                "Checkpoint state is nested too deeply to encode; flatten it into shallower structures."
+            ) from None
+        raise
+    except TypeRefusal as error:
+        raise MongoDBSerializationError(f"Checkpoint state cannot be stored: {error}") from None
+    except Exception as error:
+        # Only application code (a framework __getstate__, a hash) can raise anything else.
+        raise MongoDBSerializationError(
+            f"Reading checkpoint state raised {type(error).__name__}; the checkpoint was not stored."
+        ) from error
+    return Walked(tree, bytes(out))
+
+
+def _fail_cycle() -> NoReturn:
+    raise MongoDBMappingError("Checkpoint state contains a reference cycle; it has no canonical form.")
+
+
+def _fail_duplicate(kind: str) -> NoReturn:
+    raise MongoDBSerializationError(
+        f"Checkpoint state contains a {kind} whose distinct members encode identically, so its "
+        "order is not canonical; use keys or elements that differ in value."
+    )
+
+
+def _length(size: int) -> bytes:
+    if size > _MAX_LENGTH:
+        raise MongoDBMappingError("Checkpoint state contains a value too large to encode.")
+    return _U32(size)
+
+
+def _text(text: str) -> bytes:
+    # Pickle round-trips lone surrogates, so the identity must distinguish them too.
+    data = text.encode("utf-8", "surrogatepass")
+    return _length(len(data)) + data
+
+
+def check_hash_collisions(members: list[Any] | tuple[Any, ...], kind: str) -> None:
+    """Refuse a container whose members share hash values beyond :data:`MAX_HASH_COLLISIONS`."""
+    if len(members) - len({hash(member) for member in members}) > MAX_HASH_COLLISIONS:
+        raise MongoDBSerializationError(
+            f"Checkpoint state contains a {kind} with more than {MAX_HASH_COLLISIONS} members that "
+            "share a hash value; such a container would make loading quadratic."
+        )
+
+
+class _Walker:
+    """One save's walk; its caches (texts, key orders, plans) live as long as the save.
+
+    The hot paths (any value, dicts, sequences) are closures over the caches, built once per
+    walk: at 2,000 messages that halves the walk's cost against bound methods.
+    """
+
+    __slots__ = (
+        "_active", "_identities", "_orders", "_placed", "_plans", "_resolver", "_texts",
+        "encode", "encode_dict", "encode_sequence", "encode_text",
+    )  # fmt: skip
+
+    def __init__(self, resolver: TypeResolver) -> None:
+        self._resolver = resolver
+        self._texts: dict[str, bytes] = {}
+        self._orders: dict[tuple[Any, ...], tuple[tuple[tuple[bytes, bytes, Any], ...], bool]] = {}
+        self._plans: dict[type, ClassPlan] = {}
+        self._identities: dict[type, bytes] = {}
+        self._active: set[int] = set()
+        # Containers of the value placed in the tree as they are; one reached again is copied.
+        self._placed: set[int] = set()
+        self._build_hot_paths()
+
+    def _build_hot_paths(self) -> None:  # noqa: PLR0915 - the closures share the walk's caches
+        texts = self._texts
+        orders = self._orders
+        active = self._active
+        placed = self._placed
+        u32 = _U32
+        standard_encoders = _STANDARD_ENCODERS
+
+        def encode_text(text: str) -> bytes:
+            encoded = texts.get(text)
+            if encoded is None:
+                encoded = texts[text] = b"s" + _text(text)
+            return encoded
+
+        def place(container: Any) -> Any:
+            marker = id(container)
+            if marker in placed:
+                return container.copy()
+            placed.add(marker)
+            return container
+
+        def encode(value: Any, out: bytearray) -> Any:  # noqa: PLR0911, PLR0912 - one flat exact-type dispatch
+            """Append ``value``'s canonical bytes to ``out`` and return its tree node."""
+            cls = _type_of(value)
+            if cls is str:
+                encoded = texts.get(value)
+                out += encoded if encoded is not None else encode_text(value)
+                return value
+            if value is None:
+                out += _NONE
+                return None
+            if cls is dict:
+                return encode_dict(value, out, False)
+            if cls is list:
+                marker = id(value)
+                if marker in active:
+                    _fail_cycle()
+                active.add(marker)
+                items = encode_sequence(b"l", value, out)
+                active.discard(marker)
+                return place(value) if items is value else items
+            if cls is bool:
+                out += b"T" if value else b"F"
+                return value
+            if cls is int:
+                magnitude = abs(value)
+                data = magnitude.to_bytes((magnitude.bit_length() + 7) // 8, "big")
+                out += b"i-" if value < 0 else b"i+"
+                out += _length(len(data))
+                out += data
+                return value
+            if cls is float:
+                if not math.isfinite(value):
+                    raise MongoDBMappingError(
+                        "Checkpoint state contains a NaN or infinite float, which has no canonical form."
+                    )
+                out += b"f"
+                out += _F64(value)
+                return value
+            if cls is tuple:
+                return ("t", *encode_sequence(b"t", value, out))
+            if cls is bytes:
+                out += b"b"
+                out += _length(len(value))
+                out += value
+                return value
+            if cls is bytearray:
+                out += b"a"
+                out += _length(len(value))
+                out += value
+                return ("a", bytes(value))
+            if cls is set or cls is frozenset:
+                return self.encode_members(value, out, cls is set)
+            standard = standard_encoders.get(cls)
+            if standard is not None:
+                return standard(self, value, out)
+            if issubclass(cls, type):
+                return self.encode_class(value, out)
+            return self.encode_instance(value, cls, out)
+
+        def encode_sequence(tag: bytes, value: list[Any] | tuple[Any, ...], out: bytearray) -> Any:
+            """Encode items in order; return ``value`` itself when every item is its own node."""
+            out += tag
+            out += u32(len(value))
+            nodes: list[Any] | None = None
+            for position, item in enumerate(value):
+                if item is None:
+                    out += _NONE
+                    continue
+                if type(item) is str:
+                    encoded = texts.get(item)
+                    out += encoded if encoded is not None else encode_text(item)
+                    continue
+                node = encode(item, out)
+                if node is not item:
+                    if nodes is None:
+                        nodes = list(value)
+                    nodes[position] = node
+            return value if nodes is None else nodes
+
+        def key_order(mapping: dict[Any, Any]) -> tuple[tuple[tuple[bytes, bytes, Any], ...], bool]:
+            """(encoded key, encoded key + None, key) sorted by encoded key; whether all keys are str."""
+            keys = tuple(mapping)
+            cached = orders.get(keys)
+            if cached is not None:
+                return cached
+            encoded: dict[bytes, Any] = {}
+            all_text = True
+            for key in keys:
+                if type(key) is str:
+                    key_bytes = encode_text(key)
+                else:
+                    all_text = False
+                    buffer = bytearray()
+                    encode(key, buffer)
+                    key_bytes = bytes(buffer)
+                encoded[key_bytes] = key
+            if len(encoded) != len(keys):
+                _fail_duplicate("dict")
+            result = (
+                tuple((key_bytes, key_bytes + _NONE, key) for key_bytes, key in sorted(encoded.items())),
+                all_text,
+            )
+            # Object state and JSON-like dicts repeat the same str keys thousands of times; only
+            # exact-str key sets are cached, so a hit never stands in for keys of other types.
+            if all_text:
+                orders[keys] = result
+            return result
+
+        def encode_dict(mapping: dict[Any, Any], out: bytearray, owned: bool) -> Any:
+            """Encode a dict; an ``owned`` dict was made by this walk and takes its nodes in place."""
+            marker = id(mapping)
+            if marker in active:
+                _fail_cycle()
+            active.add(marker)
+            out += b"d"
+            out += u32(len(mapping))
+            tree = mapping
+            all_text = True
+            if mapping:
+                order, all_text = key_order(mapping)
+                for key_bytes, key_and_none, key in order:
+                    item = mapping[key]
+                    # None and str dominate checkpoint state; encode them without a call.
+                    if item is None:
+                        out += key_and_none
+                        continue
+                    out += key_bytes
+                    if type(item) is str:
+                        encoded = texts.get(item)
+                        out += encoded if encoded is not None else encode_text(item)
+                        continue
+                    node = encode(item, out)
+                    if node is not item:
+                        if tree is mapping and not owned:
+                            tree = mapping.copy()
+                        tree[key] = node
+            active.discard(marker)
+            if not all_text:
+                return self.mapping_record(tree)
+            if tree is mapping and not owned:
+                return place(mapping)
+            return tree
+
+        self.encode_text = encode_text
+        self.encode = encode
+        self.encode_dict = encode_dict
+        self.encode_sequence = encode_sequence
+
+    def enter(self, value: object) -> int:
+        marker = id(value)
+        if marker in self._active:
+            _fail_cycle()
+        self._active.add(marker)
+        return marker
+
+    def mapping_record(self, mapping: dict[Any, Any]) -> tuple[Any, ...]:
+        """The ``m`` record of a dict with a key that is not a ``str``: keys and nodes in order."""
+        keys = list(mapping)
+        for key in keys:
+            if not self.is_hash_safe(key):
+                raise TypeRefusal(_unhashable_message(key, "dict key"))
+        check_hash_collisions(keys, "dict")
+        record: list[Any] = ["m"]
+        for key, node in mapping.items():
+            record.append(self.encode(key, bytearray()))
+            record.append(node)
+        return tuple(record)
+
+    def encode_members(self, members: set[Any] | frozenset[Any], out: bytearray, mutable: bool) -> Any:
+        marker = self.enter(members)
+        encoded: dict[bytes, Any] = {}
+        for member in members:
+            if not self.is_hash_safe(member):
+                raise TypeRefusal(_unhashable_message(member, "set member"))
+            buffer = bytearray()
+            node = self.encode(member, buffer)
+            encoded[bytes(buffer)] = node
+        if len(encoded) != len(members):
+            _fail_duplicate("set")
+        check_hash_collisions(tuple(members), "set")
+        out += b"S" if mutable else b"Z"
+        out += _U32(len(encoded))
+        nodes: list[Any] = ["S" if mutable else "Z"]
+        for member_bytes in sorted(encoded):
+            out += member_bytes
+            nodes.append(encoded[member_bytes])
+        self._active.discard(marker)
+        return tuple(nodes)
+
+    def is_hash_safe(self, value: Any) -> bool:
+        """Whether hashing ``value`` (on load, to rebuild a set or dict) runs no application code."""
+        cls = _type_of(value)
+        if cls in _SCALAR_KEYS or cls in _HASHABLE_STANDARD or issubclass(cls, type):
+            return True
+        if cls is tuple or cls is frozenset:
+            return all(self.is_hash_safe(item) for item in value)
+        plan = self.plan(cls)
+        return plan.hash_safe and (
+            plan.kind != KIND_NAMED_TUPLE or all(self.is_hash_safe(item) for item in value)
+        )
+
+    # -- classes and instances --------------------------------------------------------------
+
+    def plan(self, cls: type) -> ClassPlan:
+        plan = self._plans.get(cls)
+        if plan is None:
+            if is_mapping_class(cls):
+                # Said before "not allowed": no listing could make a mapping storable.
+                raise TypeRefusal(
+                    f"{cls.__module__}:{cls.__qualname__} is a mapping class; only exact dict is stored. "
+                    "Convert it to a plain dict first."
+                )
+            plan = self._plans[cls] = self._resolver.plan_of(cls)
+        return plan
+
+    def encode_class(self, value: type, out: bytearray) -> Any:
+        # A class object (a request's response type, say) is stored by name; the resolver
+        # decides which names may be stored, exactly as it decides on load.
+        key = self._resolver.reference_key(value)
+        out += b"c"
+        out += _text(key)
+        return ("c", key)
+
+    def encode_instance(self, value: Any, cls: type, out: bytearray) -> Any:
+        plan = self.plan(cls)
+        identity = self._identities.get(cls)
+        if identity is None:
+            identity = self._identities[cls] = _text(plan.key)
+        if plan.kind == KIND_ENUM:
+            name = value.name
+            if plan.members.get(name) is not value:
+                raise TypeRefusal(f"{plan.key!r} value {value!r} is not a single named member.")
+            out += b"e"
+            out += identity
+            out += _text(name)
+            return ("e", plan.key, name)
+        marker = self.enter(value)
+        if plan.kind == KIND_NAMED_TUPLE:
+            out += b"n"
+            out += identity
+            items = self.encode_sequence(b"t", value, out)
+            self._active.discard(marker)
+            return ("n", plan.key, *items)
+        instance_state, slot_state = self.read_state(value, plan)
+        out += b"o"
+        out += identity
+        # Slot values are a dict this walk made; instance and framework state may be live dicts.
+        instance_node = self.encode_state(instance_state, out, owned=False)
+        slot_node = self.encode_state(slot_state, out, owned=True)
+        self._active.discard(marker)
+        return ("o", plan.key, instance_node, slot_node)
+
+    def encode_state(self, state: dict[str, Any] | None, out: bytearray, *, owned: bool) -> Any:
+        if state is None:
+            out += _EMPTY
+            return None
+        node = self.encode_dict(state, out, owned)
+        if type(node) is not dict:
+            raise TypeRefusal("an instance's attributes must have str names")
+        return cast(Any, node)
+
+    def read_state(self, value: Any, plan: ClassPlan) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+        """Return (instance dict, slot values) exactly as the rebuild will write them back."""
+        instance_dict = None if plan.instance_dict is None else plan.instance_dict.__get__(value)
+        slots: dict[str, Any] | None = None
+        if plan.slots:
+            slots = {}
+            for name, descriptor in plan.slots.items():
+                try:
+                    slots[name] = descriptor.__get__(value)
+                except AttributeError:  # noqa: PERF203 - only an unset slot raises, and stays unset
+                    continue
+        if plan.framework_state:
+            return _framework_state(value, plan, instance_dict, slots)
+        if plan.pydantic and slots is not None:
+            slots = _pydantic_slots(slots)
+        return instance_dict, slots
+
+
+def _framework_state(
+    value: Any,
+    plan: ClassPlan,
+    instance_dict: dict[str, Any] | None,
+    slots: dict[str, Any] | None,
+) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """State of a framework object as its own ``__getstate__`` exposes it.
+
+    Agent Framework types leave runtime-only fields (an SDK's raw response) out of their pickle
+    state and restore them as ``None``; the tree does the same, so the rebuilt object holds
+    exactly what the framework's own restore would give it.
+    """
+    state = _state_dict(value.__getstate__())
+    if state is None:
+        raise TypeRefusal(f"{plan.key!r} exposes pickle state that is not a dict.")
+    if not plan.slots:
+        if instance_dict is None:
+            raise TypeRefusal(f"{plan.key!r} exposes state but has no place for it.")
+        omitted = instance_dict.keys() - state.keys()
+        if not omitted:
+            return state, None
+        # Fields the framework leaves out come back as None, as its own restore sets them.
+        merged = state.copy()
+        for name in sorted(omitted):
+            merged[name] = None
+        return merged, None
+    dict_part: dict[str, Any] | None = None if instance_dict is None else dict.fromkeys(instance_dict)
+    slot_part: dict[str, Any] = {}
+    for name, item in state.items():
+        if name in plan.slots:
+            slot_part[name] = item
+        elif dict_part is not None:
+            dict_part[name] = item
+        else:
+            raise TypeRefusal(f"{plan.key!r} exposes state {name!r} that it has no place for.")
+    return dict_part, slot_part
+
+
+def _state_dict(state: object) -> dict[str, Any] | None:
+    """A ``__getstate__`` result as one dict: a dict, a (dict, slots) pair or ``None``."""
+    if state is None:
+        return {}
+    if type(state) is tuple:
+        parts = cast("tuple[object, ...]", state)
+        if len(parts) == _PAIR and all(part is None or type(part) is dict for part in parts):
+            merged: dict[str, Any] = {}
+            for part in parts:
+                if part is not None:
+                    merged.update(cast("dict[str, Any]", part))
+            return merged
+        return None
+    return cast("dict[str, Any]", state) if type(state) is dict else None
+
+
+def _pydantic_slots(slots: dict[str, Any]) -> dict[str, Any]:
+    """Leave out private attributes that were never set, as pydantic's own pickling does."""
+    private: object = slots.get("__pydantic_private__")
+    if type(private) is dict and private:
+        values = cast("dict[str, object]", private)
+        slots = dict(slots)
+        slots["__pydantic_private__"] = {
+            name: item for name, item in values.items() if type(item).__name__ != "PydanticUndefinedType"
+        }
+    return slots
+
+
+def _unhashable_message(value: object, role: str) -> str:
+    return (
+        f"a {role} of type {type(value).__module__}:{type(value).__qualname__} would run its own "
+        "hashing code when the checkpoint is loaded; sets and dict keys may hold only built-in "
+        "values, standard-library values, enums and named tuples"
+    )
+
+
+# -- standard-library values ------------------------------------------------------------------
+
+
+def _encode_zone(walker: _Walker, value: Any, out: bytearray) -> Any:
+    if value is None:
+        out += _NONE
+        return None
+    cls = _type_of(value)
+    if cls is _dt.timezone:
+        return _encode_timezone(walker, value, out)
+    if cls is zoneinfo.ZoneInfo:
+        return _encode_zoneinfo(walker, value, out)
+    raise TypeRefusal(
+        f"time zone {cls.__module__}:{cls.__qualname__} is not stored; use datetime.timezone or "
+        "zoneinfo.ZoneInfo"
+    )
+
+
+def _encode_datetime(walker: _Walker, value: _dt.datetime, out: bytearray) -> Any:
+    out += b"W"
+    out += _DATETIME(
+        value.year,
+        value.month,
+        value.day,
+        value.hour,
+        value.minute,
+        value.second,
+        value.microsecond,
+        value.fold,
+    )
+    zone = _encode_zone(walker, value.tzinfo, out)
+    return (
+        "W", value.year, value.month, value.day, value.hour, value.minute, value.second,
+        value.microsecond, value.fold, zone,
+    )  # fmt: skip
+
+
+def _encode_date(walker: _Walker, value: _dt.date, out: bytearray) -> Any:
+    out += b"D"
+    out += _DATE(value.year, value.month, value.day)
+    return ("D", value.year, value.month, value.day)
+
+
+def _encode_time(walker: _Walker, value: _dt.time, out: bytearray) -> Any:
+    out += b"H"
+    out += _TIME(value.hour, value.minute, value.second, value.microsecond, value.fold)
+    zone = _encode_zone(walker, value.tzinfo, out)
+    return ("H", value.hour, value.minute, value.second, value.microsecond, value.fold, zone)
+
+
+def _encode_timedelta(walker: _Walker, value: _dt.timedelta, out: bytearray) -> Any:
+    out += b"R"
+    out += _TIMEDELTA(value.days, value.seconds, value.microseconds)
+    return ("R", value.days, value.seconds, value.microseconds)
+
+
+def _encode_timezone(walker: _Walker, value: _dt.timezone, out: bytearray) -> Any:
+    # __getinitargs__ tells timezone(offset) from timezone(offset, name); the two compare equal
+    # but keep different names.
+    arguments = cast("tuple[Any, ...]", value.__getinitargs__())  # type: ignore[attr-defined]
+    offset = cast(_dt.timedelta, arguments[0])
+    name = cast("str | None", arguments[1] if len(arguments) > 1 else None)
+    out += b"z"
+    out += _TIMEDELTA(offset.days, offset.seconds, offset.microseconds)
+    if name is None:
+        out += _NONE
+    else:
+        out += walker.encode_text(name)
+    return ("z", offset.days, offset.seconds, offset.microseconds, name)
+
+
+def _encode_zoneinfo(walker: _Walker, value: zoneinfo.ZoneInfo, out: bytearray) -> Any:
+    key = value.key
+    if type(key) is not str:
+        raise TypeRefusal("a ZoneInfo built from a file has no key to store it by")
+    out += b"k"
+    out += _text(key)
+    return ("k", key)
+
+
+def _encode_decimal(walker: _Walker, value: Decimal, out: bytearray) -> Any:
+    if not value.is_finite():
+        raise MongoDBMappingError(
+            "Checkpoint state contains a NaN or infinite Decimal, which has no canonical form."
+        )
+    text = str(value)
+    out += b"M"
+    out += _text(text)
+    return ("M", text)
+
+
+def _encode_uuid(walker: _Walker, value: uuid.UUID, out: bytearray) -> Any:
+    data = value.bytes
+    out += b"U"
+    out += data
+    return ("U", data)
+
+
+def _encode_path(walker: _Walker, value: pathlib.PurePath, out: bytearray) -> Any:
+    name = type(value).__name__
+    text = str(value)
+    out += b"p"
+    out += _text(name)
+    out += _text(text)
+    return ("p", name, text)
+
+
+_StandardEncoder = Callable[[_Walker, Any, bytearray], Any]
+
+_STANDARD_ENCODERS: Final[dict[type, _StandardEncoder]] = {
+    _dt.datetime: _encode_datetime,
+    _dt.date: _encode_date,
+    _dt.time: _encode_time,
+    _dt.timedelta: _encode_timedelta,
+    _dt.timezone: _encode_timezone,
+    zoneinfo.ZoneInfo: _encode_zoneinfo,
+    Decimal: _encode_decimal,
+    uuid.UUID: _encode_uuid,
+    **dict.fromkeys(PATH_CLASSES.values(), _encode_path),
+}
