@@ -76,8 +76,8 @@ class MongoDBCheckpointStorageOptions:
     ttl: timedelta | None = None
     page_size: int = DEFAULT_PAGE_SIZE
     max_page_size: int = DEFAULT_MAX_PAGE_SIZE
-    allowed_checkpoint_types: tuple[str, ...] = ()
-    signing_keys: tuple[bytes, ...] = dataclasses.field(default=(), repr=False)
+    allowed_checkpoint_types: Iterable[str | type] = ()
+    signing_keys: Iterable[bytes] = dataclasses.field(default=(), repr=False)
 
     def __post_init__(self) -> None:
         validate_identifier("tenant_id", self.tenant_id)

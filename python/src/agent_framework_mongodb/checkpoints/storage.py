@@ -387,7 +387,8 @@ class MongoDBCheckpointStorage(CheckpointStorage):
         self._options = options
         self._scope = RunScope.from_options(options)
         self._codec = codec
-        self._signer = PayloadSigner(options.signing_keys) if options.signing_keys else None
+        keys = tuple(options.signing_keys)
+        self._signer = PayloadSigner(keys) if keys else None
         self._owned_client = owned_client
 
     def _require_workflow(self, workflow_name: object) -> None:

@@ -28,7 +28,7 @@ from agent_framework import WorkflowCheckpoint, WorkflowCheckpointException
 from ...errors import MongoDBMappingError, MongoDBSerializationError
 from .checkpoint_fields import SUPPORTED_PAYLOAD_VERSIONS, shape_problem
 from .rebuild import load_tree, rebuild
-from .rules import TypeResolver
+from .rules import TypeResolver, type_key
 from .walk import CANONICAL_HASH_VERSION, CANONICAL_HEADER, walk
 
 __all__ = [
@@ -81,14 +81,14 @@ class CheckpointCodec:
     """Encodes and decodes checkpoints; one instance per storage, safe to share across tasks.
 
     Args:
-        allowed_checkpoint_types: Application classes (``"module:qualname"``) that checkpoints
-            may contain besides standard values and Agent Framework's families.
+        allowed_checkpoint_types: Application classes, or their ``"module:qualname"`` names,
+            that checkpoints may contain besides standard values and Agent Framework's families.
     """
 
     __slots__ = ("_resolver",)
 
-    def __init__(self, allowed_checkpoint_types: Iterable[str] = ()) -> None:
-        self._resolver = TypeResolver(tuple(allowed_checkpoint_types))
+    def __init__(self, allowed_checkpoint_types: Iterable[str | type] = ()) -> None:
+        self._resolver = _resolver(allowed_checkpoint_types)
 
     def encode(self, checkpoint: WorkflowCheckpoint) -> EncodedCheckpoint:
         """Return the payload, canonical hash and checksum of ``checkpoint``.
@@ -159,14 +159,18 @@ class CheckpointCodec:
             )
 
 
-def canonical_form(value: object, allowed_checkpoint_types: Iterable[str] = ()) -> bytes:
+def canonical_form(value: object, allowed_checkpoint_types: Iterable[str | type] = ()) -> bytes:
     """Return the canonical encoding (hash version 3) of ``value``, header included."""
-    return walk(value, TypeResolver(tuple(allowed_checkpoint_types))).canonical
+    return walk(value, _resolver(allowed_checkpoint_types)).canonical
 
 
-def canonical_hash(value: object, allowed_checkpoint_types: Iterable[str] = ()) -> str:
+def canonical_hash(value: object, allowed_checkpoint_types: Iterable[str | type] = ()) -> str:
     """Return the hex SHA-256 of :func:`canonical_form` of ``value``: the idempotency identity."""
     return hashlib.sha256(canonical_form(value, allowed_checkpoint_types)).hexdigest()
+
+
+def _resolver(allowed: Iterable[str | type]) -> TypeResolver:
+    return TypeResolver(tuple(entry if isinstance(entry, str) else type_key(entry) for entry in allowed))
 
 
 def _public_dict(checkpoint: WorkflowCheckpoint) -> dict[str, Any]:

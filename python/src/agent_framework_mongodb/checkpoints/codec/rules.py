@@ -275,6 +275,10 @@ def _plan_for(cls: type, key: str) -> ClassPlan:
         )
     if _is_enum_class(cls):
         return _enum_plan(cls, key)
+    if _is_path_class(cls):
+        # A path subclass would be walked as an object, caches and all; the exact classes are
+        # stored by their text instead.
+        raise TypeRefusal(f"{key!r} derives from a pathlib class; store a pathlib path itself.")
     if _is_named_tuple(cls):
         return ClassPlan(
             cls=cls,
@@ -303,6 +307,10 @@ def _plan_for(cls: type, key: str) -> ClassPlan:
 def is_mapping_class(cls: type) -> bool:
     """Whether ``cls`` is ``dict``, a dict subclass or any other mapping (ABC-registered included)."""
     return issubclass(cls, (dict, Mapping))
+
+
+def _is_path_class(cls: type) -> bool:
+    return issubclass(cls, pathlib.PurePath)
 
 
 def _is_enum_class(cls: type) -> bool:
