@@ -34,7 +34,7 @@ from agent_framework._workflows._checkpoint_encoding import (
 from agent_framework_mongodb.checkpoints.codec import CheckpointCodec
 from agent_framework_mongodb.checkpoints.codec.rebuild import load_tree
 from agent_framework_mongodb.checkpoints.codec.rules import TypeResolver
-from agent_framework_mongodb.checkpoints.codec.walk import walk
+from agent_framework_mongodb.checkpoints.codec.walk import walk_value
 from benchmarks.checkpoints import CONVERSATION_SIZES, build_checkpoint
 
 __all__ = ["main"]
@@ -89,7 +89,7 @@ def main() -> None:
         framework = _median_ms(partial(_framework_round_trip, public))
         save = _median_ms(partial(codec.encode, checkpoint))
         load = _median_ms(partial(codec.decode, encoded.payload, checksum=encoded.payload_checksum))
-        walked = _median_ms(partial(walk, public, TypeResolver(())))
+        walked = _median_ms(partial(walk_value, public, TypeResolver(())))
         tree = _median_ms(partial(load_tree, encoded.payload))
         framework_load = _median_ms(partial(_framework_decode, _framework_encoded(public)))
         print(

@@ -27,9 +27,9 @@ from agent_framework import WorkflowCheckpoint, WorkflowCheckpointException
 
 from ...errors import MongoDBMappingError, MongoDBSerializationError
 from .checkpoint_fields import SUPPORTED_PAYLOAD_VERSIONS, shape_problem
-from .rebuild import load_tree, rebuild
+from .rebuild import load_tree, rebuild_tree
 from .rules import TypeResolver, type_key
-from .walk import CANONICAL_HASH_VERSION, CANONICAL_HEADER, walk
+from .walk import CANONICAL_HASH_VERSION, CANONICAL_HEADER, walk_value
 
 __all__ = [
     "CANONICAL_HASH_VERSION",
@@ -101,7 +101,7 @@ class CheckpointCodec:
                 nesting deeper than the interpreter allows.
         """
         public = _public_dict(checkpoint)
-        walked = walk(public, self._resolver)
+        walked = walk_value(public, self._resolver)
         try:
             payload = pickle.dumps(walked.tree, protocol=PICKLE_PROTOCOL)
         except RecursionError:
@@ -128,7 +128,7 @@ class CheckpointCodec:
         return self._rebuild(load_tree(payload))
 
     def _rebuild(self, tree: object) -> WorkflowCheckpoint:
-        public = cast("dict[str, Any]", rebuild(tree, self._resolver, check_root=_check_loaded_shape))
+        public = cast("dict[str, Any]", rebuild_tree(tree, self._resolver, check_root=_check_loaded_shape))
         try:
             return WorkflowCheckpoint.from_dict(public)
         except (WorkflowCheckpointException, TypeError) as error:
@@ -161,7 +161,7 @@ class CheckpointCodec:
 
 def canonical_form(value: object, allowed_checkpoint_types: Iterable[str | type] = ()) -> bytes:
     """Return the canonical encoding (hash version 3) of ``value``, header included."""
-    return walk(value, _resolver(allowed_checkpoint_types)).canonical
+    return walk_value(value, _resolver(allowed_checkpoint_types)).canonical
 
 
 def canonical_hash(value: object, allowed_checkpoint_types: Iterable[str | type] = ()) -> str:

@@ -39,7 +39,7 @@ from .walk import PATH_CLASSES, check_hash_collisions
 # values it knows nothing about, and a cast on the hot path would cost a call per value.
 _type_of: Callable[[object], type[Any]] = type
 
-__all__ = ["load_tree", "rebuild"]
+__all__ = ["load_tree", "rebuild_tree"]
 
 _EXTENSION_OPCODES: Final = frozenset({"EXT1", "EXT2", "EXT4"})
 # copyreg keeps its extension tables as module-level dicts that add_extension/remove_extension
@@ -103,7 +103,9 @@ def _reject_extension_opcodes(payload: bytes) -> None:
         _refuse("it uses a copyreg extension code")
 
 
-def rebuild(tree: object, resolver: TypeResolver, *, check_root: Callable[[dict[str, Any]], None]) -> object:
+def rebuild_tree(
+    tree: object, resolver: TypeResolver, *, check_root: Callable[[dict[str, Any]], None]
+) -> object:
     """Validate the whole ``tree``, let ``check_root`` vet its top level, then build objects.
 
     The tree's containers are fresh from the unpickler, so they are updated in place.

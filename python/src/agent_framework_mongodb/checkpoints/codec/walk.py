@@ -42,7 +42,7 @@ __all__ = [
     "MAX_HASH_COLLISIONS",
     "PATH_CLASSES",
     "Walked",
-    "walk",
+    "walk_value",
 ]
 
 CANONICAL_HASH_VERSION: Final = 3
@@ -97,7 +97,7 @@ class Walked:
         self.canonical = canonical
 
 
-def walk(value: object, resolver: TypeResolver) -> Walked:
+def walk_value(value: object, resolver: TypeResolver) -> Walked:
     """Return the tree and canonical form of ``value``.
 
     Raises:
