@@ -13,8 +13,10 @@ list reached twice is copied, so a payload written here never shares a container
 values that ignores dict insertion order, set iteration order and ``PYTHONHASHSEED``.
 
 The walk reads instance state only through the descriptors a :class:`~.rules.ClassPlan`
-vetted, never through ``getattr``; the only code of a value's class it can run is the
-``__getstate__`` of Agent Framework types, which leaves runtime-only fields out.
+vetted, never through ``getattr``. The only code of a value's class it can run is the
+``__getstate__`` of Agent Framework types (which leaves runtime-only fields out) and, as any
+dict lookup does, the ``__hash__`` of a dict key, which is refused right after unless hashing it
+runs no application code. Whatever that code raises becomes a ``MongoDBSerializationError``.
 """
 
 from __future__ import annotations
