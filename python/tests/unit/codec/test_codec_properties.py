@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import pickle
 import random
-from typing import Any
+from typing import Any, cast
 
-from agent_framework import WorkflowCheckpoint
+from agent_framework import Content, Message, WorkflowCheckpoint
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agent_framework_mongodb.checkpoints.codec import CheckpointCodec, canonical_hash
+from agent_framework_mongodb.checkpoints.codec.rebuild import load_tree, rebuild_tree
+from agent_framework_mongodb.checkpoints.codec.rules import TypeResolver, type_key
+from agent_framework_mongodb.checkpoints.codec.walk import walk_value
 from tests.unit.codec.app_types import OrderState, Point
+from tests.unit.codec.state_types import ALLOWED_FOR_RICH, rich_value
 
 _ALLOWED = ("tests.unit.codec.app_types:OrderState", "tests.unit.codec.app_types:Point")
 _CODEC = CheckpointCodec(_ALLOWED)
@@ -87,3 +92,41 @@ def test_int_float_and_bool_are_distinct(number: int) -> None:
 @given(st.lists(_scalars, max_size=5))
 def test_list_and_tuple_are_distinct(items: list[Any]) -> None:
     assert canonical_hash(items) != canonical_hash(tuple(items))
+
+
+def _walk_of(value: object, allowed: tuple[str, ...]) -> object:
+    return walk_value(value, TypeResolver(allowed)).tree
+
+
+def test_walk_of_a_rebuilt_value_is_the_stored_tree_for_every_kind() -> None:
+    """The save proof compares trees, not values; this is the property that makes that enough.
+
+    ``rich_value`` holds every kind of value the codec stores (objects, slots, pydantic models,
+    named tuples, enums, zones, paths, framework messages, sets, tuples, class objects).
+    """
+    allowed = tuple(type_key(cls) for cls in ALLOWED_FOR_RICH)
+    conversation = [
+        Message(role="user", contents=[Content.from_text("Where is order 7?")], author_name="ada"),
+        Message(
+            role="assistant",
+            contents=[Content.from_function_call(call_id="c", name="find", arguments={"id": 7})],
+        ),
+        Message(role="tool", contents=[Content.from_function_result(call_id="c", result={"status": "sent"})]),
+    ]
+    value = {"rich": rich_value(), "conversation": conversation}
+    tree = _walk_of(value, allowed)
+    resolver = TypeResolver(allowed)
+    rebuilt = rebuild_tree(
+        load_tree(pickle.dumps({"value": tree}, protocol=5)), resolver, check_root=lambda root: None
+    )
+    assert _walk_of(cast("dict[str, Any]", rebuilt)["value"], allowed) == tree
+
+
+@settings(max_examples=100, deadline=None)
+@given(_states)
+def test_walk_of_a_rebuilt_state_is_the_stored_tree(state: dict[str, Any]) -> None:
+    tree = _walk_of(state, _ALLOWED)
+    rebuilt = rebuild_tree(
+        load_tree(pickle.dumps(tree, protocol=5)), TypeResolver(_ALLOWED), check_root=lambda root: None
+    )
+    assert _walk_of(rebuilt, _ALLOWED) == tree

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pickle
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -12,6 +13,7 @@ from agent_framework_mongodb import (
     MongoDBCheckpointStorage,
     MongoDBMappingError,
 )
+from agent_framework_mongodb.checkpoints.codec import payload_checksum
 from agent_framework_mongodb.testing import InMemoryCollection
 
 from ._support import (
@@ -185,6 +187,34 @@ async def test_unknown_version_fails_listing_and_latest_too(
         await storage.get_latest(workflow_name=WORKFLOW)
     with pytest.raises(MongoDBMappingError, match="payload_format"):
         await storage.list_checkpoint_page(workflow_name=WORKFLOW)
+
+
+async def test_documents_of_the_first_payload_format_are_refused_with_guidance(
+    collection: InMemoryCollection, storage: MongoDBCheckpointStorage
+) -> None:
+    # What the first release wrote: a pickle of the public dict itself, naming framework classes,
+    # under payload_format "pickle-5/v1" and idempotency hash version 2.
+    await storage.save(make_checkpoint("cp-first", state=message_state()))
+    first_format = pickle.dumps(make_checkpoint("cp-first", state=message_state()).to_dict(), protocol=5)
+    await collection.update_one(
+        {"checkpoint_id": "cp-first"},
+        {
+            "$set": {
+                "payload_format": "pickle-5/v1",
+                "idempotency_hash_version": 2,
+                "checkpoint": first_format,
+                "payload_checksum": payload_checksum(first_format),
+            }
+        },
+    )
+    for read in (
+        storage.load("cp-first"),
+        storage.get_latest(workflow_name=WORKFLOW),
+        storage.list_checkpoint_page(workflow_name=WORKFLOW),
+    ):
+        with pytest.raises(MongoDBMappingError, match="first payload format") as raised:
+            await read
+        assert "release that wrote them" in str(raised.value)
 
 
 async def test_corrupted_payload_byte_fails_the_checksum(
