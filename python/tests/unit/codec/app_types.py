@@ -5,9 +5,11 @@ from __future__ import annotations
 import enum
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, NamedTuple
 
 __all__ = [
+    "Cached",
     "Color",
     "HookedEnum",
     "HookedState",
@@ -89,3 +91,14 @@ class ListLike(list[int]):
 class Pair(NamedTuple):
     left: int
     right: str
+
+
+class Cached:
+    """A cached property keeps its value in the instance dict under the property's own name."""
+
+    def __init__(self, base: int) -> None:
+        self.base = base
+
+    @cached_property
+    def doubled(self) -> int:
+        return self.base * 2

@@ -11,7 +11,7 @@ import sys
 import uuid
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import agent_framework
 import pytest
@@ -371,3 +371,36 @@ def test_class_reference_differs_from_instance_in_identity() -> None:
     as_class = codec.encode(_checkpoint({"v": OrderState}))
     as_instance = codec.encode(_checkpoint({"v": OrderState(order_id="o")}))
     assert as_class.payload_hash != as_instance.payload_hash
+
+
+# -- attributes that would hide methods ---------------------------------------------------------
+
+
+def test_an_instance_attribute_hiding_a_method_is_refused_at_save() -> None:
+    message = Message(role="user", contents=[Content.from_text("hi")])
+    vars(message)["to_dict"] = "not a method"
+    with pytest.raises(MongoDBSerializationError, match="hides the class's method"):
+        CheckpointCodec().encode(_checkpoint({"m": message}))
+
+
+def test_a_stored_attribute_hiding_a_method_is_refused_at_load() -> None:
+    # A crafted tree: a framework Message whose instance dict puts a class object where its
+    # to_dict method would be found, so a later message.to_dict() would call that class.
+    codec = CheckpointCodec()
+    encoded = codec.encode(_checkpoint({"m": Message(role="user", contents=[Content.from_text("hi")])}))
+    tree = cast("dict[str, Any]", pickle.loads(encoded.payload))
+    record = tree["state"]["m"]
+    assert record[0] == "o"
+    storage_class = agent_framework.FileCheckpointStorage
+    record[2]["to_dict"] = ("c", f"{storage_class.__module__}:{storage_class.__qualname__}")
+    payload = pickle.dumps(tree, protocol=5)
+    with pytest.raises(MongoDBMappingError, match="hides one of its methods"):
+        codec.decode(payload, checksum=payload_checksum(payload))
+
+
+def test_cached_properties_may_live_in_the_instance_dict() -> None:
+    codec = CheckpointCodec(("tests.unit.codec.app_types:Cached",))
+    value = app_types.Cached(3)
+    assert value.doubled == 6  # cached into the instance dict
+    restored = _round_trip(codec, _checkpoint({"c": value})).state["c"]
+    assert vars(restored) == {"base": 3, "doubled": 6}

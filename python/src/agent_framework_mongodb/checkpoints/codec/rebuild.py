@@ -479,6 +479,9 @@ def _check_object(rebuild: _Rebuild, node: tuple[Any, ...]) -> None:
     else:
         _require(type(instance_state) is dict, f"{plan.key!r} is stored without its attributes")
         rebuild.check(instance_state)
+        _require(
+            plan.methods.isdisjoint(instance_state), f"an attribute of {plan.key!r} hides one of its methods"
+        )
     if slot_state is not None:
         _require(type(slot_state) is dict, f"{plan.key!r} is stored with malformed slots")
         rebuild.check(slot_state)

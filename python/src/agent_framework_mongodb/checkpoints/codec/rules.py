@@ -17,6 +17,7 @@ import abc
 import datetime as dt
 import decimal
 import enum
+import functools
 import importlib
 import pathlib
 import re
@@ -27,7 +28,7 @@ import uuid
 import zoneinfo
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, cast
 
 from .framework_registry import is_registered_with_framework
 
@@ -98,6 +99,9 @@ class ClassPlan:
             code, so an instance may be a set member or a dict key.
         members: Enum members by name (enums only).
         field_count: Number of items (named tuples only).
+        methods: Names of the class's methods and other non-data descriptors (cached properties
+            excepted): an instance attribute of such a name would hide the method, so a stored
+            object could make a later ``obj.method()`` call anything, a class object included.
     """
 
     cls: type
@@ -112,6 +116,7 @@ class ClassPlan:
     hash_safe: bool = False
     members: Mapping[str, enum.Enum] = field(default_factory=dict[str, enum.Enum])
     field_count: int = 0
+    methods: frozenset[str] = frozenset()
 
 
 class TypeResolver:
@@ -298,6 +303,7 @@ def _plan_for(cls: type, key: str) -> ClassPlan:
         key=key,
         kind=KIND_OBJECT,
         instance_dict=_instance_dict_descriptor(cls, key),
+        methods=_method_names(cls),
         slots=_slot_descriptors(cls, key),
         framework_state=is_framework_module(cls.__module__) and not pydantic and _defines_getstate(cls),
         pydantic=pydantic,
@@ -379,6 +385,20 @@ def _slot_descriptors(cls: type, key: str) -> dict[str, types.MemberDescriptorTy
                     raise TypeRefusal(f"Class {key!r} declares slot {name!r} twice in its hierarchy.")
                 slots[name] = attribute
     return slots
+
+
+def _method_names(cls: type) -> frozenset[str]:
+    names: set[str] = set()
+    for klass in cls.__mro__:
+        for name, attribute in klass.__dict__.items():
+            kind: type[object] = type(cast(object, attribute))
+            if (
+                hasattr(kind, "__get__")
+                and not hasattr(kind, "__set__")
+                and kind is not functools.cached_property
+            ):
+                names.add(name)
+    return frozenset(names)
 
 
 def _defines_getstate(cls: type) -> bool:

@@ -473,6 +473,8 @@ class _Walker:
     def read_state(self, value: Any, plan: ClassPlan) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
         """Return (instance dict, slot values) exactly as the rebuild will write them back."""
         instance_dict = None if plan.instance_dict is None else plan.instance_dict.__get__(value)
+        if instance_dict and not plan.methods.isdisjoint(instance_dict):
+            raise TypeRefusal(_shadowing_message(plan, instance_dict))
         slots: dict[str, Any] | None = None
         if plan.slots:
             slots = {}
@@ -552,6 +554,11 @@ def _pydantic_slots(slots: dict[str, Any]) -> dict[str, Any]:
             name: item for name, item in values.items() if type(item).__name__ != "PydanticUndefinedType"
         }
     return slots
+
+
+def _shadowing_message(plan: ClassPlan, state: dict[str, Any]) -> str:
+    name = sorted(plan.methods.intersection(state))[0]
+    return f"an instance of {plan.key!r} has an attribute {name!r} that hides the class's method of that name"
 
 
 def _unhashable_message(value: object, role: str) -> str:
