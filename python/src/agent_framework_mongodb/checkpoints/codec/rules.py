@@ -159,9 +159,7 @@ class TypeResolver:
         Raises:
             TypeRefusal: As :meth:`plan`, or the name leads to another class.
         """
-        key = type_key(cls)
-        if "<locals>" in key:
-            raise TypeRefusal(f"Class {key!r} is defined inside a function and cannot be named on load.")
+        key = _nameable_key(cls)
         plan = self.plan(key)
         if plan.cls is not cls:
             raise TypeRefusal(f"Class {key!r} is not the class its name resolves to when loading.")
@@ -190,9 +188,7 @@ class TypeResolver:
         Raises:
             TypeRefusal: As :meth:`reference`, or the name leads to another class.
         """
-        key = type_key(cls)
-        if "<locals>" in key:
-            raise TypeRefusal(f"Class {key!r} is defined inside a function and cannot be named on load.")
+        key = _nameable_key(cls)
         if self.reference(key) is not cls:
             raise TypeRefusal(f"Class {key!r} is not the class its name resolves to when loading.")
         return key
@@ -230,6 +226,13 @@ class TypeResolver:
             "MongoDBCheckpointStorageOptions.allowed_checkpoint_types (or register it with "
             "agent_framework.register_checkpoint_type) if it is one of your checkpoint classes."
         )
+
+
+def _nameable_key(cls: type) -> str:
+    key = type_key(cls)
+    if "<locals>" in key:
+        raise TypeRefusal(f"Class {key!r} is defined inside a function and cannot be named on load.")
+    return key
 
 
 def _allowed_metaclasses() -> frozenset[type]:
