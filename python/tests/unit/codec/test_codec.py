@@ -293,7 +293,7 @@ def test_application_code_raising_during_a_save_becomes_a_serialization_error(
     def exploding(self: object) -> object:
         raise KeyError("from application code")
 
-    monkeypatch.setattr(Message, "__getstate__", exploding)
+    monkeypatch.setattr(Message, "__getstate__", exploding, raising=False)
     with pytest.raises(MongoDBSerializationError, match="raised KeyError"):
         CheckpointCodec().encode(_checkpoint({"m": Message(role="user", contents=[])}))
 
