@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copyreg
 import datetime as dt
+import pathlib
 import pickle
 import pickletools
 import subprocess
@@ -23,6 +24,7 @@ from agent_framework_mongodb.checkpoints.codec import (
     PAYLOAD_FORMAT,
     CheckpointCodec,
     EncodedCheckpoint,
+    canonical_form,
     canonical_hash,
     payload_checksum,
 )
@@ -404,3 +406,13 @@ def test_cached_properties_may_live_in_the_instance_dict() -> None:
     assert value.doubled == 6  # cached into the instance dict
     restored = _round_trip(codec, _checkpoint({"c": value})).state["c"]
     assert vars(restored) == {"base": 3, "doubled": 6}
+
+
+def test_pathlib_classes_are_named_by_their_public_module() -> None:
+    # pathlib's classes live in pathlib._local from Python 3.13 on; a reference stored by one
+    # Python version must load in another, and hash alike.
+    form = canonical_form({"t": pathlib.PurePosixPath})
+    assert b"pathlib:PurePosixPath" in form
+    assert b"_local" not in form
+    restored = _round_trip(CheckpointCodec(), _checkpoint({"t": pathlib.PosixPath}))
+    assert restored.state["t"] is pathlib.PosixPath

@@ -200,7 +200,8 @@ def _exact(value: Any) -> Any:  # noqa: PLR0911, PLR0912 - one case per kind of 
         return (cls, str(value))
     if cls is zoneinfo.ZoneInfo or cls is dt.timezone:
         return (cls, _zone(value))
-    if isinstance(value, pathlib.PurePath) and cls.__module__ == "pathlib":
+    # pathlib classes live in pathlib._local from Python 3.13 on.
+    if isinstance(value, pathlib.PurePath) and cls.__module__.partition(".")[0] == "pathlib":
         return (cls, str(value))
     if isinstance(value, enum.Enum):
         return (cls, value.name, value is cls[value.name])

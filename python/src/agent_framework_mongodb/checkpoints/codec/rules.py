@@ -188,6 +188,9 @@ class TypeResolver:
         Raises:
             TypeRefusal: As :meth:`reference`, or the name leads to another class.
         """
+        standard = _STANDARD_KEYS.get(cls)
+        if standard is not None:
+            return standard
         key = _nameable_key(cls)
         if self.reference(key) is not cls:
             raise TypeRefusal(f"Class {key!r} is not the class its name resolves to when loading.")
@@ -424,8 +427,12 @@ def _standard_references() -> dict[str, type]:
         zoneinfo.ZoneInfo, pathlib.PurePath, pathlib.PurePosixPath, pathlib.PureWindowsPath,
         pathlib.Path, pathlib.PosixPath, pathlib.WindowsPath,
     )  # fmt: skip
-    return {type_key(cls): cls for cls in classes}
+    # pathlib's classes moved to pathlib._local in Python 3.13; they are named by their public
+    # module, so a reference stored by one Python version loads in another.
+    return {(f"pathlib:{cls.__name__}" if _is_path_class(cls) else type_key(cls)): cls for cls in classes}
 
 
 STANDARD_REFERENCES: Final[Mapping[str, type]] = _standard_references()
 """Built-in and standard-library value classes a checkpoint may name as class objects."""
+
+_STANDARD_KEYS: Final[Mapping[type, str]] = {cls: key for key, cls in STANDARD_REFERENCES.items()}
