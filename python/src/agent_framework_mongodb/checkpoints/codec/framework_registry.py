@@ -26,7 +26,18 @@ _Decoder = Callable[..., object]
 
 _registered: set[type] = set()
 _lock = threading.Lock()
-_decoder: list[_Decoder | None] = []
+
+
+def _framework_decoder() -> _Decoder | None:
+    # Resolved when this package is imported, never on a load's behalf: a payload must not be
+    # the reason a module gets imported.
+    if not hasattr(importlib.import_module("agent_framework"), "register_checkpoint_type"):
+        return None  # Agent Framework Core 1.13 has no registry.
+    module = importlib.import_module(_ENCODING_MODULE)
+    return cast("_Decoder | None", getattr(module, "decode_checkpoint_value", None))
+
+
+_DECODER: Final = _framework_decoder()
 
 
 def is_registered_with_framework(cls: type) -> bool:
@@ -40,7 +51,7 @@ def is_registered_with_framework(cls: type) -> bool:
     # all from the standard library; only a class defined elsewhere can answer "registered".
     if cls.__module__.partition(".")[0] in sys.stdlib_module_names:
         return False
-    decode = _framework_decoder()
+    decode = _DECODER
     if decode is None:
         return False
     envelope = {
@@ -58,16 +69,6 @@ def is_registered_with_framework(cls: type) -> bool:
     with _lock:
         _registered.add(cls)
     return True
-
-
-def _framework_decoder() -> _Decoder | None:
-    if not _decoder:
-        decode: _Decoder | None = None
-        if hasattr(importlib.import_module("agent_framework"), "register_checkpoint_type"):
-            module = importlib.import_module(_ENCODING_MODULE)
-            decode = cast("_Decoder | None", getattr(module, "decode_checkpoint_value", None))
-        _decoder.append(decode)
-    return _decoder[0]
 
 
 def _class_reference_pickle(cls: type) -> bytes:
