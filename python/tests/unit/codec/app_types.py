@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import abc
 import enum
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -9,6 +10,7 @@ from functools import cached_property
 from typing import Any, NamedTuple
 
 __all__ = [
+    "AbstractState",
     "Cached",
     "Color",
     "HookedEnum",
@@ -102,3 +104,10 @@ class Cached:
     @cached_property
     def doubled(self) -> int:
         return self.base * 2
+
+
+class AbstractState(abc.ABC):
+    """Listed by a test, but abstract: no instance can exist, so none may be rebuilt."""
+
+    @abc.abstractmethod
+    def step(self) -> None: ...

@@ -272,7 +272,7 @@ def test_deep_nesting_becomes_a_mapping_error() -> None:
     deep: list[object] = []
     for _ in range(100_000):
         deep = [deep]
-    with pytest.raises(MongoDBMappingError, match="nested too deeply"):
+    with pytest.raises(MongoDBMappingError, match="nested more than 100 levels"):
         canonical_form(deep)
 
 

@@ -416,3 +416,54 @@ def test_pathlib_classes_are_named_by_their_public_module() -> None:
     assert b"_local" not in form
     restored = _round_trip(CheckpointCodec(), _checkpoint({"t": pathlib.PosixPath}))
     assert restored.state["t"] is pathlib.PosixPath
+
+
+# -- bounds a load shares with a save -----------------------------------------------------------
+
+
+def _nested(depth: int) -> object:
+    value: object = "leaf"
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+def _payload_of(tree: object) -> bytes:
+    return pickle.dumps(tree, protocol=5)
+
+
+def test_nesting_is_bounded_alike_on_save_and_load() -> None:
+    codec = CheckpointCodec()
+    # The state dict is level 1, "deep" the second: 98 more lists reach exactly 100.
+    assert _round_trip(codec, _checkpoint({"deep": _nested(98)})).state["deep"] == _nested(98)
+    with pytest.raises(MongoDBMappingError, match="more than 100 levels"):
+        codec.encode(_checkpoint({"deep": _nested(99)}))
+    tree = cast("dict[str, Any]", pickle.loads(codec.encode(_checkpoint({"deep": 1})).payload))
+    tree["state"]["deep"] = _nested(99)
+    payload = _payload_of(tree)
+    with pytest.raises(MongoDBMappingError, match="more than 100 levels"):
+        codec.decode(payload, checksum=payload_checksum(payload))
+
+
+def test_records_may_not_copy_far_more_than_the_payload_holds() -> None:
+    codec = CheckpointCodec()
+    tree = cast("dict[str, Any]", pickle.loads(codec.encode(_checkpoint({"a": 1})).payload))
+    shared = b"x" * 100_000
+    # One memoized bytes object behind 200 bytearray records: 20 MB from a 100 kB payload.
+    tree["state"]["copies"] = [("a", shared) for _ in range(200)]
+    payload = _payload_of(tree)
+    assert len(payload) < 110_000
+    with pytest.raises(MongoDBMappingError, match="copy far more data"):
+        codec.decode(payload, checksum=payload_checksum(payload))
+    # The same number of bytearrays written inline loads.
+    many = {"copies": [bytearray(b"x" * 1000) for _ in range(200)]}
+    assert _round_trip(codec, _checkpoint(many)).state == many
+
+
+def test_an_abstract_class_is_refused_in_phase_one() -> None:
+    codec = CheckpointCodec(("tests.unit.codec.app_types:AbstractState",))
+    tree = cast("dict[str, Any]", pickle.loads(codec.encode(_checkpoint({"a": 1})).payload))
+    tree["state"]["a"] = ("o", "tests.unit.codec.app_types:AbstractState", {}, None)
+    payload = _payload_of(tree)
+    with pytest.raises(MongoDBMappingError, match="abstract"):
+        codec.decode(payload, checksum=payload_checksum(payload))

@@ -117,7 +117,10 @@ def test_walk_of_a_rebuilt_value_is_the_stored_tree_for_every_kind() -> None:
     tree = _walk_of(value, allowed)
     resolver = TypeResolver(allowed)
     rebuilt = rebuild_tree(
-        load_tree(pickle.dumps({"value": tree}, protocol=5)), resolver, check_root=lambda root: None
+        load_tree(pickle.dumps({"value": tree}, protocol=5)),
+        resolver,
+        check_root=lambda root: None,
+        payload_size=1 << 30,
     )
     assert _walk_of(cast("dict[str, Any]", rebuilt)["value"], allowed) == tree
 
@@ -127,6 +130,9 @@ def test_walk_of_a_rebuilt_value_is_the_stored_tree_for_every_kind() -> None:
 def test_walk_of_a_rebuilt_state_is_the_stored_tree(state: dict[str, Any]) -> None:
     tree = _walk_of(state, _ALLOWED)
     rebuilt = rebuild_tree(
-        load_tree(pickle.dumps(tree, protocol=5)), TypeResolver(_ALLOWED), check_root=lambda root: None
+        load_tree(pickle.dumps(tree, protocol=5)),
+        TypeResolver(_ALLOWED),
+        check_root=lambda root: None,
+        payload_size=1 << 30,
     )
     assert _walk_of(rebuilt, _ALLOWED) == tree

@@ -125,10 +125,13 @@ class CheckpointCodec:
                 "Checkpoint payload does not match its checksum; the stored document is corrupt or "
                 "was modified outside this storage."
             )
-        return self._rebuild(load_tree(payload))
+        return self._rebuild(load_tree(payload), len(payload))
 
-    def _rebuild(self, tree: object) -> WorkflowCheckpoint:
-        public = cast("dict[str, Any]", rebuild_tree(tree, self._resolver, check_root=_check_loaded_shape))
+    def _rebuild(self, tree: object, payload_size: int) -> WorkflowCheckpoint:
+        public = cast(
+            "dict[str, Any]",
+            rebuild_tree(tree, self._resolver, check_root=_check_loaded_shape, payload_size=payload_size),
+        )
         try:
             return WorkflowCheckpoint.from_dict(public)
         except (WorkflowCheckpointException, TypeError) as error:
@@ -148,7 +151,7 @@ class CheckpointCodec:
             loaded = load_tree(payload)
             same = loaded == tree
             if same:
-                self._rebuild(loaded)
+                self._rebuild(loaded, len(payload))
         except MongoDBMappingError as error:
             raise MongoDBSerializationError(
                 f"Checkpoint would not load again, so it was not stored: {error}"

@@ -33,7 +33,7 @@ from typing import Any, Final, NoReturn, cast
 
 from ...errors import MongoDBMappingError, MongoDBSerializationError
 from .rules import KIND_ENUM, KIND_NAMED_TUPLE, KIND_OBJECT, ClassPlan, TypeRefusal, TypeResolver
-from .walk import PATH_CLASSES, check_hash_collisions
+from .walk import MAX_NESTING, PATH_CLASSES, check_hash_collisions
 
 # type() spelled so the type checkers see type[Any]: the codec dispatches on exact types of
 # values it knows nothing about, and a cast on the hot path would cost a call per value.
@@ -47,6 +47,12 @@ _EXTENSION_OPCODES: Final = frozenset({"EXT1", "EXT2", "EXT4"})
 _EXTENSION_REGISTRY: Final = cast("dict[object, object]", getattr(copyreg, "_extension_registry"))  # noqa: B009
 _EXTENSION_CACHE: Final = cast("dict[object, object]", getattr(copyreg, "_extension_cache"))  # noqa: B009
 _UUID_BYTES: Final = 16
+COPY_FACTOR: Final = 4
+COPY_ALLOWANCE: Final = 1 << 20
+"""Records may copy at most ``COPY_FACTOR`` times the payload's size, plus ``COPY_ALLOWANCE``
+bytes, of bytearray, Decimal and path data: a save writes each such value inline (or shares one
+object it really shared), so only a crafted payload that shares one large value among many
+records comes near."""
 _ZONE_KEY: Final = re.compile(r"[A-Za-z0-9_+\-]{1,64}(/[A-Za-z0-9_+\-]{1,64}){0,4}")
 
 
@@ -104,18 +110,23 @@ def _reject_extension_opcodes(payload: bytes) -> None:
 
 
 def rebuild_tree(
-    tree: object, resolver: TypeResolver, *, check_root: Callable[[dict[str, Any]], None]
+    tree: object,
+    resolver: TypeResolver,
+    *,
+    check_root: Callable[[dict[str, Any]], None],
+    payload_size: int,
 ) -> object:
     """Validate the whole ``tree``, let ``check_root`` vet its top level, then build objects.
 
     The tree's containers are fresh from the unpickler, so they are updated in place.
+    ``payload_size`` bounds what records may copy when built (:data:`COPY_FACTOR`).
 
     Raises:
         MongoDBMappingError: Anything a save would not have written; nothing is built then.
     """
     if type(tree) is not dict:
         _refuse(f"its top level is a {type(tree).__name__}, not a dict")
-    builder = _Rebuild(resolver)
+    builder = _Rebuild(resolver, COPY_FACTOR * payload_size + COPY_ALLOWANCE)
     try:
         builder.check(tree)
         check_root(cast("dict[str, Any]", tree))
@@ -126,18 +137,29 @@ def rebuild_tree(
     except MongoDBSerializationError as error:
         # The save-side wording of a shared rule (hash collisions); on load it is a mapping error.
         raise MongoDBMappingError(str(error)) from None
-    builder.build_pending()
+    try:
+        builder.build_pending()
+    except Exception as error:
+        # Phase one accepted the tree, so nothing here should fail; if it does (memory, say), it
+        # is still the payload's fault and still a package error.
+        raise MongoDBMappingError(
+            f"Checkpoint payload could not be rebuilt ({type(error).__name__})."
+        ) from error
     return cast(object, tree)
 
 
 class _Rebuild:
     """One load's rebuild: phase one (:meth:`check`) then phase two (:meth:`build_pending`)."""
 
-    __slots__ = ("_pending", "_resolver", "_seen")
+    __slots__ = ("_copy_budget", "_depth", "_pending", "_resolver", "_seen")
 
-    def __init__(self, resolver: TypeResolver) -> None:
+    def __init__(self, resolver: TypeResolver, copy_budget: int) -> None:
         self._resolver = resolver
         self._seen: set[int] = set()
+        self._depth = 0
+        # Bytes and text that records copy when built (bytearrays, Decimals, paths): a payload
+        # may share one large value among many records through the pickle memo.
+        self._copy_budget = copy_budget
         # Containers holding records, children before parents, for phase two.
         self._pending: list[dict[str, Any] | list[Any]] = []
 
@@ -159,6 +181,7 @@ class _Rebuild:
         cls = _type_of(node)
         if cls is dict:
             self.mark(node)
+            self.descend()
             dirty = False
             for key, item in node.items():
                 if type(key) is not str:
@@ -168,11 +191,13 @@ class _Rebuild:
                     continue
                 if self.check(item):
                     dirty = True
+            self._depth -= 1
             if dirty:
                 self._pending.append(node)
             return dirty
         if cls is list:
             self.mark(node)
+            self.descend()
             dirty = False
             for item in node:
                 kind = _type_of(item)
@@ -180,6 +205,7 @@ class _Rebuild:
                     continue
                 if self.check(item):
                     dirty = True
+            self._depth -= 1
             if dirty:
                 self._pending.append(node)
             return dirty
@@ -204,7 +230,22 @@ class _Rebuild:
         if arity is not None and len(node) != arity:
             _refuse(f"a {node[0]!r} record has {len(node)} parts, not {arity}")
         self.mark(node)
+        nests = node[0] in _NESTING_TAGS
+        if nests:
+            self.descend()
         checker(self, node)
+        if nests:
+            self._depth -= 1
+
+    def descend(self) -> None:
+        self._depth += 1
+        if self._depth > MAX_NESTING:
+            _refuse(f"it is nested more than {MAX_NESTING} levels deep")
+
+    def spend(self, size: int) -> None:
+        self._copy_budget -= size
+        if self._copy_budget < 0:
+            _refuse("its records would copy far more data than the payload holds")
 
     def check_items(self, items: tuple[Any, ...]) -> None:
         for item in items:
@@ -243,7 +284,24 @@ class _Rebuild:
             self.check_key(member)
         # The collision bound is checked on built values, which for these kinds are built-in,
         # standard-library, enum or named-tuple values; application objects are not built here.
-        check_hash_collisions([self.build(member) for member in members], kind)
+        check_hash_collisions([self.stand_in(member) for member in members], kind)
+
+    def stand_in(self, node: Any) -> Any:
+        """A hash-safe node's value for hashing and comparing, with no application object built.
+
+        A named tuple's class keeps tuple hashing and equality (``ClassPlan.hash_safe``), so a
+        plain tuple of its items hashes and compares the same.
+        """
+        if _type_of(node) is not tuple:
+            return node
+        tag = node[0]
+        if tag == "n":
+            return tuple(self.stand_in(item) for item in node[2:])
+        if tag == "t":
+            return tuple(self.stand_in(item) for item in node[1:])
+        if tag == "Z":
+            return frozenset(self.stand_in(item) for item in node[1:])
+        return self.build(node)  # enum members exist already; the rest are standard values
 
     def plan(self, key: object, kind: int) -> ClassPlan:
         if type(key) is not str:
@@ -314,7 +372,7 @@ def _check_mapping(rebuild: _Rebuild, node: tuple[Any, ...]) -> None:
     _require(any(type(key) is not str for key in keys), "a mapping record has only str keys")
     rebuild.check_members(keys, "dict")
     rebuild.check_items(node[2::2])
-    _require(len({rebuild.build(key) for key in keys}) == len(keys), "a mapping record repeats a key")
+    _require(len({rebuild.stand_in(key) for key in keys}) == len(keys), "a mapping record repeats a key")
 
 
 def _build_mapping(rebuild: _Rebuild, node: tuple[Any, ...]) -> Any:
@@ -336,6 +394,7 @@ def _build_frozenset(rebuild: _Rebuild, node: tuple[Any, ...]) -> Any:
 
 def _check_bytearray(rebuild: _Rebuild, node: tuple[Any, ...]) -> None:
     _require(type(node[1]) is bytes, "a bytearray record is malformed")
+    rebuild.spend(len(node[1]))
 
 
 def _check_date(rebuild: _Rebuild, node: tuple[Any, ...]) -> None:
@@ -408,6 +467,7 @@ def _build_zoneinfo(rebuild: _Rebuild, node: tuple[Any, ...]) -> Any:
 
 def _check_decimal(rebuild: _Rebuild, node: tuple[Any, ...]) -> None:
     _require(type(node[1]) is str, "a Decimal record is malformed")
+    rebuild.spend(len(node[1]))
     try:
         finite = Decimal(node[1]).is_finite()
     except Exception:
@@ -432,6 +492,7 @@ def _check_path(rebuild: _Rebuild, node: tuple[Any, ...]) -> None:
         type(node[1]) is str and node[1] in PATH_CLASSES and type(node[2]) is str and "\x00" not in node[2],
         "a path record is malformed",
     )
+    rebuild.spend(len(node[2]))
     _valid(lambda: _build_path(rebuild, node), "path")
 
 
@@ -551,5 +612,8 @@ _RECORD_ARITY: Final[dict[str, int]] = {
     "a": 2, "D": 4, "H": 7, "W": 10, "R": 4, "z": 5, "k": 2, "M": 2, "U": 2, "p": 3, "e": 3, "c": 2, "o": 4,
 }  # fmt: skip
 """Parts (tag included) of the records whose size is fixed."""
+
+_NESTING_TAGS: Final = frozenset({"t", "m", "S", "Z", "o", "n"})
+"""Records that stand for containers, and so count towards :data:`~.walk.MAX_NESTING`."""
 
 _HASHABLE_STANDARD_TAGS: Final = frozenset({"D", "H", "W", "R", "z", "k", "M", "U", "p", "c"})

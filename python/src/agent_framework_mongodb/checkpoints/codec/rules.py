@@ -303,6 +303,9 @@ def _plan_for(cls: type, key: str) -> ClassPlan:
             f"{key!r} derives from a built-in type, whose state the codec cannot see; store its "
             "contents in a plain class or dataclass instead."
         )
+    if getattr(cls, "__abstractmethods__", None):
+        # object.__new__ refuses abstract classes, and no instance of one can exist to be saved.
+        raise TypeRefusal(f"{key!r} is abstract; it has no instances to store.")
     pydantic = _is_pydantic_model(cls)
     return ClassPlan(
         cls=cls,

@@ -42,6 +42,7 @@ __all__ = [
     "CANONICAL_HASH_VERSION",
     "CANONICAL_HEADER",
     "MAX_HASH_COLLISIONS",
+    "MAX_NESTING",
     "PATH_CLASSES",
     "Walked",
     "walk_value",
@@ -52,6 +53,12 @@ CANONICAL_HASH_VERSION: Final = 3
 
 CANONICAL_HEADER: Final = b"AFM-CANONICAL/3\n"
 """Prefix of every canonical encoding: hashes of different versions can never collide."""
+
+MAX_NESTING: Final = 100
+"""Deepest nesting of containers (dicts, lists, tuples, sets, objects, named tuples) a checkpoint
+may have, counting the top level. Save and load apply the same bound, so a load can never
+return a value too deep for the next save; 100 levels leave the interpreter's recursion limit
+room for the caller's own stack."""
 
 MAX_HASH_COLLISIONS: Final = 32
 """Most set members (or non-str dict keys) of one container that may share a hash value.
@@ -133,6 +140,13 @@ def _fail_cycle() -> NoReturn:
     raise MongoDBMappingError("Checkpoint state contains a reference cycle; it has no canonical form.")
 
 
+def _fail_depth() -> NoReturn:
+    raise MongoDBMappingError(
+        f"Checkpoint state is nested more than {MAX_NESTING} levels deep; flatten it into "
+        "shallower structures."
+    )
+
+
 def _fail_duplicate(kind: str) -> NoReturn:
     raise MongoDBSerializationError(
         f"Checkpoint state contains a {kind} whose distinct members encode identically, so its "
@@ -205,7 +219,7 @@ class _Walker:
             placed.add(marker)
             return container
 
-        def encode(value: Any, out: bytearray) -> Any:  # noqa: PLR0911, PLR0912 - one flat exact-type dispatch
+        def encode(value: Any, out: bytearray) -> Any:  # noqa: PLR0911, PLR0912, PLR0915 - one flat dispatch
             """Append ``value``'s canonical bytes to ``out`` and return its tree node."""
             cls = _type_of(value)
             if cls is str:
@@ -222,6 +236,8 @@ class _Walker:
                 if marker in active:
                     _fail_cycle()
                 active.add(marker)
+                if len(active) > MAX_NESTING:
+                    _fail_depth()
                 items = encode_sequence(b"l", value, out)
                 active.discard(marker)
                 return place(value) if items is value else items
@@ -244,7 +260,15 @@ class _Walker:
                 out += _F64(value)
                 return value
             if cls is tuple:
-                return ("t", *encode_sequence(b"t", value, out))
+                marker = id(value)
+                if marker in active:
+                    _fail_cycle()
+                active.add(marker)
+                if len(active) > MAX_NESTING:
+                    _fail_depth()
+                items = encode_sequence(b"t", value, out)
+                active.discard(marker)
+                return ("t", *items)
             if cls is bytes:
                 out += b"b"
                 out += _length(len(value))
@@ -320,6 +344,8 @@ class _Walker:
             if marker in active:
                 _fail_cycle()
             active.add(marker)
+            if len(active) > MAX_NESTING:
+                _fail_depth()
             out += b"d"
             out += u32(len(mapping))
             values = tuple(mapping.values())
@@ -360,6 +386,8 @@ class _Walker:
         if marker in self._active:
             _fail_cycle()
         self._active.add(marker)
+        if len(self._active) > MAX_NESTING:
+            _fail_depth()
         return marker
 
     def mapping_record(self, mapping: dict[Any, Any], nodes: tuple[Any, ...] | list[Any]) -> tuple[Any, ...]:
