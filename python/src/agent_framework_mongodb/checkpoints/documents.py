@@ -231,8 +231,9 @@ def utc_now() -> datetime:
 
 def _require_version(document: Mapping[str, Any], field: str, known: frozenset[Any] | set[Any]) -> None:
     value = document.get(field)
-    # bool is an int; a stored True must not pass as version 1.
-    if isinstance(value, bool) or value not in known:
+    # bool is an int; a stored True must not pass as version 1. A list or document is not
+    # hashable, so it is refused before the membership test could raise.
+    if type(value) not in (str, int) or value not in known:
         raise MongoDBMappingError(
             f"A stored checkpoint has {field} {value!r}, which this build cannot read "
             f"(it reads {', '.join(repr(v) for v in sorted(known))}). Upgrade agent-framework-mongodb, "

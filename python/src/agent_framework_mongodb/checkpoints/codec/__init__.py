@@ -120,7 +120,8 @@ class CheckpointCodec:
             MongoDBMappingError: Checksum mismatch, bytes this codec did not write, a class not
                 allowed, or a value a save would have refused.
         """
-        if not hmac.compare_digest(payload_checksum(payload), checksum):
+        # compare_digest refuses non-ASCII text with a TypeError; such a checksum is simply wrong.
+        if not checksum.isascii() or not hmac.compare_digest(payload_checksum(payload), checksum):
             raise MongoDBMappingError(
                 "Checkpoint payload does not match its checksum; the stored document is corrupt or "
                 "was modified outside this storage."
