@@ -878,6 +878,7 @@ RUN_STATE: Final = "agent_framework._workflows._events:WorkflowRunState"
 MESSAGE: Final = "agent_framework._types:Message"
 CONTENT: Final = "agent_framework._types:Content"
 PARSED_URI: Final = "agent_framework._types:_ParsedDataUri"
+_BACKGROUND_MODULES: Final = ("multiprocessing.", "concurrent.")
 _HAS_PARSED_URI: Final = hasattr(sys.modules["agent_framework._types"], "_ParsedDataUri")
 _CONTENT_HAS_STATE_HOOK: Final = "__getstate__" in vars(sys.modules["agent_framework._types"].Content)
 CHECKPOINT_CLASS: Final = "agent_framework._workflows._checkpoint:WorkflowCheckpoint"
@@ -1665,7 +1666,12 @@ class Guard:
         problems = self.problems
         if self.audited:
             problems.append(f"audited events: {sorted(set(self.audited))}")
-        imported = sorted(set(sys.modules) - self._modules)
+        # The isolated runs start processes from background threads while in-process entries
+        # run, and multiprocessing imports its own submodules lazily; a payload cannot name
+        # them (find_class refuses everything), so they are not the load's doing.
+        imported = sorted(
+            name for name in set(sys.modules) - self._modules if not name.startswith(_BACKGROUND_MODULES)
+        )
         if imported:
             problems.append(f"imported modules: {imported}")
         created = sorted(_files(self.root) - self._files)
