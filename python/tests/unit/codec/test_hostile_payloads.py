@@ -31,8 +31,10 @@ import struct
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from multiprocessing import forkserver
 from pathlib import Path
 from typing import Any, Final
 
@@ -534,7 +536,14 @@ def _run_isolated(context: Any, entry: Entry) -> IsolatedRun:
         process = context.Process(
             target=corpus.isolated_child, args=(entry.name, scratch, corpus.ISOLATED_MEMORY_LIMIT, send)
         )
-        process.start()
+        for attempt in range(3):
+            try:
+                process.start()
+                break
+            except ConnectionRefusedError:  # the fork server restarting; ask again
+                if attempt == 2:
+                    raise
+                time.sleep(0.5)
         send.close()
         steps: list[dict[str, Any]] = []
         while receive.poll(ISOLATED_TIMEOUT):
@@ -563,6 +572,9 @@ def _start_isolated_runs() -> None:
         # A forked child re-runs the parent's __main__ (pytest's); with pytest and the corpus
         # preloaded, it starts in milliseconds.
         context.set_forkserver_preload([corpus.MODULE, "pytest"])
+        # Started here, once, before two threads ask for children: a first start raced by two
+        # threads was seen to refuse the connection in a fresh clone.
+        forkserver.ensure_running()
         _POOL.append(ThreadPoolExecutor(max_workers=2, thread_name_prefix="hostile-isolated"))
         # The slowest first, so that they overlap with the in-process tests.
         for item in sorted(ISOLATED, key=lambda entry: entry.operations == OPERATIONS):
