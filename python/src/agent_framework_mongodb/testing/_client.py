@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from datetime import datetime, timezone
 from types import TracebackType
 from typing import Any
 
@@ -17,6 +18,10 @@ from ._faults import FaultPlan
 
 SERVER_VERSION = "7.0.0"
 _SCRATCH_DB = "__in_memory_scratch__"
+
+
+def _system_clock() -> datetime:
+    return datetime.now(timezone.utc)
 
 
 class InMemoryDatabase:
@@ -101,12 +106,17 @@ class InMemoryMongoClient:
 
     ``host``, ``port`` and other keyword arguments are accepted and ignored, except ``tz_aware``
     which controls whether returned datetimes are aware (UTC) or naive UTC, as in pymongo.
+
+    ``clock`` is the server's clock, read for ``$$NOW`` in updates: a callable returning an
+    aware or naive-UTC ``datetime`` (the system clock by default). Tests that need time to pass
+    on the server assign ``client.clock`` a controllable one.
     """
 
     def __init__(
         self, host: Any = None, port: Any = None, *, tz_aware: bool = False, **_options: Any
     ) -> None:
         self.tz_aware = tz_aware
+        self.clock: Callable[[], datetime] = _system_clock
         self.codec_options = client_options(tz_aware=tz_aware)
         self.backend: Any = mongomock_ng.MongoClient(tz_aware=False)
         self.scratch: Any = self.backend[_SCRATCH_DB]["post_image"]
@@ -121,6 +131,13 @@ class InMemoryMongoClient:
     @property
     def closed(self) -> bool:
         return self._closed
+
+    def server_now(self) -> datetime:
+        """The clock's reading as the server stores dates: naive UTC, whole milliseconds."""
+        moment = self.clock()
+        if moment.tzinfo is not None:
+            moment = moment.astimezone(timezone.utc).replace(tzinfo=None)
+        return moment.replace(microsecond=moment.microsecond // 1000 * 1000)
 
     def check_open(self) -> None:
         if self._closed:

@@ -141,7 +141,8 @@ class CollectionBase:
         pre = found[0] if found else None
         if pre is None and not upsert:
             return None, None, None, False
-        post = compute_post_image(self._database.client.scratch, pre, wire(update), server_filter)
+        client = self._database.client
+        post = compute_post_image(client.scratch, pre, wire(update), server_filter, now=client.server_now())
         if bson_size(post) > MAX_BSON_SIZE:
             message = f"Resulting document after update is larger than {MAX_BSON_SIZE}"
             raise command_error(17419, message) if command else write_error(17419, message)

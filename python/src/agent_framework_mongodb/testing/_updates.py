@@ -9,6 +9,10 @@ Shims:
   value). It is swapped for a unique marker and the marker is stripped after each stage.
 * An upsert seeds the new document from every equality in the filter, including those inside a
   top-level ``$and`` and ``{"$eq": ...}`` (mongomock_ng drops them), before the update runs.
+* ``"$$NOW"`` (mongomock_ng does not know it) is replaced by the client's clock reading, one value
+  for the whole update as on the server, where it "returns the same value for all members of the
+  deployment and remains the same throughout all stages of the aggregation pipeline"
+  (https://www.mongodb.com/docs/manual/reference/aggregation-variables/#mongodb-variable-variable.NOW).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any, cast
 
 from bson.objectid import ObjectId
@@ -161,17 +166,36 @@ def _restore_id(value: Any, stand_in: str, original: Any) -> Any:
     return value
 
 
+def substitute_now(expression: Any, now: datetime) -> Any:
+    """``expression`` with every ``"$$NOW"`` outside a ``$literal`` replaced by ``now``."""
+    if expression == "$$NOW":
+        return now
+    document = as_mapping(expression)
+    if document is not None:
+        return {
+            key: value if key == "$literal" else substitute_now(value, now) for key, value in document.items()
+        }
+    items = as_list(expression)
+    if items is not None:
+        return [substitute_now(item, now) for item in items]
+    return expression
+
+
 def compute_post_image(
     scratch: Any,
     pre_image: Mapping[str, Any] | None,
     update: Mapping[str, Any] | list[Mapping[str, Any]],
     filter_: Mapping[str, Any],
+    *,
+    now: datetime,
 ) -> dict[str, Any]:
     """Apply ``update`` to ``pre_image`` (or, for an upsert, to the seed from ``filter_``).
 
-    mongomock_ng cannot update a document whose ``_id`` is itself a document, so such an ``_id``
-    is replaced by a unique string while the update runs and restored afterwards.
+    ``now`` is the value of ``$$NOW`` (naive UTC, as stored). mongomock_ng cannot update a document
+    whose ``_id`` is itself a document, so such an ``_id`` is replaced by a unique string while the
+    update runs and restored afterwards.
     """
+    update = substitute_now(update, now)
     start = dict(pre_image) if pre_image is not None else None
     if isinstance(update, list) and start is None:
         start = upsert_seed(filter_)

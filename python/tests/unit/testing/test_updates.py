@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from typing import Any
 
 import pytest
 from pymongo import ReturnDocument
 from pymongo.errors import WriteError
 
-from agent_framework_mongodb.testing import InMemoryCollection
+from agent_framework_mongodb.testing import InMemoryCollection, InMemoryMongoClient
 
 AFTER = ReturnDocument.AFTER
 
@@ -166,3 +167,26 @@ async def test_documents_with_embedded_document_ids_update_and_upsert(coll: InMe
     other = {"thread": "t", "seq": 2}
     assert await _after(coll, {"_id": other}, [{"$set": {"n": 1}}], upsert=True) == {"_id": other, "n": 1}
     assert await coll.count_documents({"_id.thread": "t"}) == 2
+
+
+async def test_now_variable_is_the_clock_once_per_update(
+    client: InMemoryMongoClient, coll: InMemoryCollection
+) -> None:
+    # $$NOW: one value for the whole operation, in every stage, read from the server's clock.
+    # https://www.mongodb.com/docs/manual/reference/aggregation-variables/#mongodb-variable-variable.NOW
+    readings = iter([datetime(2030, 1, 1, 0, 0, 0, 123456, tzinfo=timezone.utc), datetime(2031, 1, 1)])
+    client.clock = lambda: next(readings)
+    pipeline = [
+        {"$set": {"at": "$$NOW", "later": {"$add": ["$$NOW", 1000]}, "kept": {"$literal": "$$NOW"}}},
+        {"$set": {"same": {"$eq": ["$at", "$$NOW"]}}},
+    ]
+    first = await _after(coll, {"_id": 1}, pipeline, upsert=True)
+    assert first == {
+        "_id": 1,
+        "at": datetime(2030, 1, 1, 0, 0, 0, 123000),  # BSON dates keep milliseconds
+        "later": datetime(2030, 1, 1, 0, 0, 1, 123000),
+        "kept": "$$NOW",
+        "same": True,
+    }
+    second = await _after(coll, {"_id": 1}, [{"$set": {"at": "$$NOW"}}])
+    assert second["at"] == datetime(2031, 1, 1)
