@@ -3,7 +3,9 @@
 Every error the package raises is a :class:`MongoDBIntegrationError`, which is also Agent
 Framework's ``WorkflowCheckpointException``: framework code that catches checkpoint failures
 catches ours without knowing this package exists. Each class carries a stable ``category``
-string; completion logs record that string and never the message.
+string; completion logs record that string and never the message. Every error also says
+whether calling the same method again is safe and may succeed (``retryable``), so a caller's
+retry policy need not know the class tree.
 
 Driver failures reach callers only through :func:`translate_driver_error`, which picks the
 category from the exception class, the server error code and the error labels, and keeps the
@@ -15,15 +17,15 @@ the driver's own text: that text can quote filters, hosts or credentials.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import ClassVar, Literal
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import ClassVar, Final, Literal
 
 from agent_framework import WorkflowCheckpointException
-from bson.errors import BSONError
+from bson.errors import BSONError, InvalidDocument
 from pymongo.errors import (
     ConfigurationError,
     ConnectionFailure,
-    DocumentTooLarge,
     DuplicateKeyError,
     OperationFailure,
     ProtocolError,
@@ -31,6 +33,7 @@ from pymongo.errors import (
 )
 
 __all__ = [
+    "DRIVER_ERRORS",
     "DriverOperation",
     "MongoDBAuthorizationError",
     "MongoDBCapabilityError",
@@ -51,13 +54,29 @@ __all__ = [
     "MongoDBTransientRetrievalError",
     "is_transient_driver_error",
     "translate_driver_error",
+    "translated_driver_errors",
 ]
 
 
 class MongoDBIntegrationError(WorkflowCheckpointException):
-    """Base of every error raised by agent-framework-mongodb."""
+    """Base of every error raised by agent-framework-mongodb.
+
+    Attributes:
+        category: A stable name of the error's class, for logs and metrics.
+        retryable: Whether calling the same method again with the same arguments is safe and
+            may succeed: true for the transient categories and timeouts (every storage method
+            may be repeated: a repeated save stores nothing new), and where an error says so,
+            such as a save that found no free sequence number. False otherwise, for example
+            for a refused configuration or a conflicting checkpoint.
+    """
 
     category: ClassVar[str] = "integration"
+    retryable: bool = False
+
+    def __init__(self, *args: object, retryable: bool | None = None) -> None:
+        super().__init__(*args)
+        if retryable is not None:
+            self.retryable = retryable
 
 
 class MongoDBConfigurationError(MongoDBIntegrationError, ValueError):
@@ -124,6 +143,7 @@ class MongoDBTransientRetrievalError(MongoDBRetrievalError):
     """Reading failed for a reason that may pass (network, failover); retrying is reasonable."""
 
     category: ClassVar[str] = "transient_retrieval"
+    retryable: bool = True
 
 
 class MongoDBCheckpointNotFoundError(MongoDBRetrievalError):
@@ -142,27 +162,43 @@ class MongoDBTransientPersistenceError(MongoDBPersistenceError):
     """Writing failed for a reason that may pass (network, failover); retrying is reasonable."""
 
     category: ClassVar[str] = "transient_persistence"
+    retryable: bool = True
 
 
 class MongoDBConcurrencyError(MongoDBPersistenceError):
-    """A checkpoint id is already stored with different content."""
+    """A checkpoint id is already stored with different content, or writers raced.
+
+    ``retryable`` tells the two apart: a conflicting checkpoint is not retryable, a race that
+    left no free sequence number is.
+    """
 
     category: ClassVar[str] = "concurrency"
 
 
 class MongoDBTimeoutError(MongoDBIntegrationError):
-    """The server did not answer within the time allowed."""
+    """The server did not answer within the time allowed.
+
+    Retryable: every storage method may be repeated, and the next attempt gets a new deadline.
+    """
 
     category: ClassVar[str] = "timeout"
+    retryable: bool = True
 
+
+DRIVER_ERRORS: Final = (PyMongoError, BSONError)
+"""What the driver raises: ``PyMongoError``, and ``BSONError`` for a document that cannot be
+encoded (``InvalidDocument``, and ``DocumentTooLarge``, which derives from it, not from
+``PyMongoError``) or a reply that cannot be decoded."""
 
 DriverOperation = Literal["read", "write", "provision"]
 """What the storage was doing when the driver failed; picks retrieval, persistence or index errors."""
 
 # Server error codes, from the MongoDB manual's error code reference
 # (https://www.mongodb.com/docs/manual/reference/error-codes/).
-_AUTHORIZATION_CODES: frozenset[int] = frozenset({13, 18, 31, 8000})
-"""Unauthorized, AuthenticationFailed, RoleNotFound, and Atlas's AtlasError for denied access."""
+_AUTHORIZATION_CODES: frozenset[int] = frozenset({13, 18, 31})
+"""Unauthorized, AuthenticationFailed, RoleNotFound. Code 8000 is Atlas's catch-all ``AtlasError``
+(for example "you are over your space quota"), not a refusal of credentials: it takes the
+operation's own category."""
 
 _CAPABILITY_CODES: frozenset[int] = frozenset({20, 59, 115, 168, 40324})
 """IllegalOperation, CommandNotFound, CommandNotSupported, InvalidPipelineOperator, unknown stage."""
@@ -175,6 +211,11 @@ _INDEX_MISSING_CODES: frozenset[int] = frozenset({27})
 
 _DOCUMENT_TOO_LARGE_CODES: frozenset[int] = frozenset({10334, 17419, 17420})
 """BSONObjectTooLarge and the server's own "document too large" codes."""
+
+_BAD_VALUE: Final = 2
+_TOO_LARGE_TO_INSERT: Final = "object to insert too large"
+"""The server refuses an oversized insert with the generic BadValue code and this message
+(``fixDocumentForInsert`` in src/mongo/db/ops/insert.cpp); only the pair means "too large"."""
 
 _TIMEOUT_CODES: frozenset[int] = frozenset({50, 202, 262})
 """MaxTimeMSExpired, NetworkInterfaceExceededTimeLimit, ExceededTimeLimit."""
@@ -211,18 +252,37 @@ def translate_driver_error(
     code = _error_code(error)
     message = f"MongoDB could not {action}{_describe(error, code)}"
     category = _categorize(error, code, operation)
-    return category(message)
+    return category(message, retryable=_is_retryable(error, category))
+
+
+@contextmanager
+def translated_driver_errors(*, operation: DriverOperation, action: str) -> Iterator[None]:
+    """Raise any driver failure inside the block as the package error ``translate_driver_error``
+    picks, with the driver exception as ``__cause__``."""
+    try:
+        yield
+    except DRIVER_ERRORS as error:
+        raise translate_driver_error(error, operation=operation, action=action) from error
+
+
+def _is_retryable(error: PyMongoError | BSONError, category: type[MongoDBIntegrationError]) -> bool:
+    if category.retryable or category is MongoDBConcurrencyError:
+        # An escaped duplicate key is a race between writers, which the next attempt re-runs.
+        return True
+    # Transient failures while provisioning are index errors, and still pass.
+    return isinstance(error, PyMongoError) and (error.timeout or is_transient_driver_error(error))
 
 
 def _categorize(  # noqa: PLR0911 - one return per category, in order of precedence
     error: PyMongoError | BSONError, code: int | None, operation: DriverOperation
 ) -> type[MongoDBIntegrationError]:
     if isinstance(error, BSONError):
-        # DocumentTooLarge is a BSONError too: the document was never sent.
-        return MongoDBSerializationError if isinstance(error, DocumentTooLarge) else MongoDBMappingError
+        # Nothing was sent: a document (DocumentTooLarge included) that cannot be encoded is the
+        # checkpoint's problem; a reply that cannot be decoded is the stored document's.
+        return MongoDBSerializationError if isinstance(error, InvalidDocument) else MongoDBMappingError
     if isinstance(error, ConfigurationError):
         return MongoDBConfigurationError
-    if code in _DOCUMENT_TOO_LARGE_CODES:
+    if code in _DOCUMENT_TOO_LARGE_CODES or _is_insert_too_large(error, code):
         return MongoDBSerializationError
     if code in _AUTHORIZATION_CODES:
         return MongoDBAuthorizationError
@@ -234,6 +294,9 @@ def _categorize(  # noqa: PLR0911 - one return per category, in order of precede
         return MongoDBIndexMissingError
     if error.timeout or code in _TIMEOUT_CODES:
         return MongoDBTimeoutError
+    if operation == "provision" and isinstance(error, DuplicateKeyError):
+        # A unique index cannot be built over documents that already repeat its key.
+        return MongoDBIndexError
     if isinstance(error, DuplicateKeyError):
         # The storage resolves duplicate ids itself; one that still escapes is a write race.
         return MongoDBConcurrencyError
@@ -262,6 +325,15 @@ _FAILURE_BY_OPERATION: Mapping[DriverOperation, type[MongoDBIntegrationError]] =
     "write": MongoDBPersistenceError,
     "provision": MongoDBIndexError,
 }
+
+
+def _is_insert_too_large(error: PyMongoError | BSONError, code: int | None) -> bool:
+    if code != _BAD_VALUE or not isinstance(error, OperationFailure):
+        return False
+    details = error.details or {}
+    message = details.get("errmsg")
+    # Read to classify, never repeated: the message quotes the document's size and namespace.
+    return isinstance(message, str) and message.startswith(_TOO_LARGE_TO_INSERT)
 
 
 def _error_code(error: PyMongoError | BSONError) -> int | None:

@@ -70,13 +70,19 @@ ALL_ERRORS: list[type[MongoDBIntegrationError]] = [
 ]
 
 
-def failure(code: int, *, labels: tuple[str, ...] = (), code_name: str = "") -> OperationFailure:
-    details: dict[str, Any] = {"ok": 0, "code": code, "errmsg": "secret filter {tenant: 'acme'}"}
+def failure(
+    code: int,
+    *,
+    labels: tuple[str, ...] = (),
+    code_name: str = "",
+    message: str = "secret filter {tenant: 'acme'}",
+) -> OperationFailure:
+    details: dict[str, Any] = {"ok": 0, "code": code, "errmsg": message}
     if code_name:
         details["codeName"] = code_name
     if labels:
         details["errorLabels"] = list(labels)
-    return OperationFailure("secret filter {tenant: 'acme'}", code=code, details=details)
+    return OperationFailure(message, code=code, details=details)
 
 
 @pytest.mark.parametrize("error_class", ALL_ERRORS)
@@ -114,7 +120,10 @@ TRANSLATIONS: list[tuple[PyMongoError | InvalidDocument | InvalidBSON, DriverOpe
     # Authorization by server code, whatever the operation.
     (failure(13, code_name="Unauthorized"), "read", MongoDBAuthorizationError),
     (failure(18, code_name="AuthenticationFailed"), "write", MongoDBAuthorizationError),
-    (failure(8000, code_name="AtlasError"), "provision", MongoDBAuthorizationError),
+    # Atlas's catch-all AtlasError (for example a space quota) takes the operation's category.
+    (failure(8000, code_name="AtlasError"), "write", MongoDBPersistenceError),
+    (failure(8000, code_name="AtlasError"), "read", MongoDBRetrievalError),
+    (failure(8000, code_name="AtlasError"), "provision", MongoDBIndexError),
     # Capability.
     (failure(40324), "write", MongoDBCapabilityError),
     (failure(168, code_name="InvalidPipelineOperator"), "write", MongoDBCapabilityError),
@@ -153,13 +162,20 @@ TRANSLATIONS: list[tuple[PyMongoError | InvalidDocument | InvalidBSON, DriverOpe
     (PyMongoError("unknown"), "write", MongoDBPersistenceError),
     # Duplicate keys the storage did not resolve itself.
     (DuplicateKeyError("E11000", code=11000), "write", MongoDBConcurrencyError),
+    # A unique index over documents that already repeat its key cannot be built.
+    (DuplicateKeyError("E11000", code=11000), "provision", MongoDBIndexError),
     # Configuration.
     (ConfigurationError("bad option"), "read", MongoDBConfigurationError),
     (InvalidURI("bad uri"), "read", MongoDBConfigurationError),
     # Documents.
     (DocumentTooLarge("too big"), "write", MongoDBSerializationError),
     (failure(10334, code_name="BSONObjectTooLarge"), "write", MongoDBSerializationError),
-    (InvalidDocument("cannot encode"), "write", MongoDBMappingError),
+    (
+        failure(2, code_name="BadValue", message="object to insert too large. size in bytes: 16777300"),
+        "write",
+        MongoDBSerializationError,
+    ),
+    (InvalidDocument("cannot encode"), "write", MongoDBSerializationError),
     (InvalidBSON("bad bytes"), "read", MongoDBMappingError),
 ]
 
@@ -216,3 +232,51 @@ def test_untrusted_code_name_is_dropped() -> None:
 )
 def test_is_transient(error: PyMongoError, transient: bool) -> None:
     assert is_transient_driver_error(error) is transient
+
+
+RETRYABLE: list[tuple[PyMongoError | InvalidDocument, DriverOperation, bool]] = [
+    (AutoReconnect("reconnect"), "read", True),
+    (AutoReconnect("reconnect"), "write", True),
+    # Transient while provisioning is an index error, and still worth retrying.
+    (AutoReconnect("reconnect"), "provision", True),
+    (failure(91, code_name="ShutdownInProgress"), "write", True),
+    (NetworkTimeout("slow socket"), "read", True),
+    (ExecutionTimeout("slow", code=50), "read", True),
+    (WTimeoutError("wtimeout", code=64), "write", True),
+    (DuplicateKeyError("E11000", code=11000), "write", True),
+    (failure(13, code_name="Unauthorized"), "read", False),
+    (failure(8000, code_name="AtlasError"), "write", False),
+    (failure(2, code_name="BadValue"), "write", False),
+    (failure(40324), "write", False),
+    (failure(85, code_name="IndexOptionsConflict"), "provision", False),
+    (DuplicateKeyError("E11000", code=11000), "provision", False),
+    (ConfigurationError("bad option"), "read", False),
+    (DocumentTooLarge("too big"), "write", False),
+    (InvalidBSON("bad bytes"), "read", False),
+]
+
+
+@pytest.mark.parametrize(("error", "operation", "retryable"), RETRYABLE)
+def test_retryable_says_whether_the_same_call_may_succeed(
+    error: PyMongoError | InvalidDocument, operation: DriverOperation, retryable: bool
+) -> None:
+    translated = translate_driver_error(error, operation=operation, action="save a checkpoint")
+    assert translated.retryable is retryable
+
+
+@pytest.mark.parametrize("error_class", ALL_ERRORS)
+def test_retryable_defaults_by_class_and_can_be_stated(error_class: type[MongoDBIntegrationError]) -> None:
+    transient = (MongoDBTransientRetrievalError, MongoDBTransientPersistenceError, MongoDBTimeoutError)
+    assert error_class("x").retryable is issubclass(error_class, transient)
+    assert error_class("x", retryable=True).retryable is True
+    assert error_class("x", retryable=False).retryable is False
+    assert error_class("x").args == ("x",)
+
+
+def test_insert_too_large_needs_both_the_code_and_the_message() -> None:
+    other_bad_value = failure(2, code_name="BadValue", message="object to insert is fine, filter is not")
+    too_large_elsewhere = failure(9, message="object to insert too large")
+    for error in (other_bad_value, too_large_elsewhere):
+        assert (
+            type(translate_driver_error(error, operation="write", action="save")) is MongoDBPersistenceError
+        )

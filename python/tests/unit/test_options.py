@@ -9,7 +9,13 @@ from typing import Any
 import pytest
 
 from agent_framework_mongodb import MongoDBCheckpointStorageOptions, MongoDBConfigurationError
-from agent_framework_mongodb.checkpoints.options import ABSOLUTE_MAX_PAGE_SIZE, MAX_IDENTIFIER_BYTES, MAX_TTL
+from agent_framework_mongodb.checkpoints.options import (
+    ABSOLUTE_MAX_PAGE_SIZE,
+    DEFAULT_OPERATION_TIMEOUT,
+    MAX_IDENTIFIER_BYTES,
+    MAX_OPERATION_TIMEOUT,
+    MAX_TTL,
+)
 
 REQUIRED: dict[str, Any] = {"tenant_id": "tenant-1", "workflow_name": "approval", "session_id": "run-1"}
 
@@ -71,7 +77,14 @@ def test_identifier_at_byte_limit_is_accepted() -> None:
 
 
 @pytest.mark.parametrize(
-    "ttl", [timedelta(0), timedelta(microseconds=999), timedelta(seconds=-1), MAX_TTL * 2]
+    "ttl",
+    [
+        timedelta(0),
+        timedelta(microseconds=999),
+        timedelta(seconds=-1),
+        timedelta(seconds=59, microseconds=999_999),
+        MAX_TTL * 2,
+    ],
 )
 def test_ttl_out_of_range(ttl: timedelta) -> None:
     with pytest.raises(MongoDBConfigurationError, match="ttl"):
@@ -84,9 +97,43 @@ def test_ttl_must_be_timedelta(ttl: object) -> None:
         make(ttl=ttl)
 
 
-@pytest.mark.parametrize("ttl", [timedelta(milliseconds=1), timedelta(days=30), MAX_TTL])
+@pytest.mark.parametrize("ttl", [timedelta(seconds=60), timedelta(days=30), MAX_TTL])
 def test_ttl_in_range(ttl: timedelta) -> None:
     assert make(ttl=ttl).ttl == ttl
+
+
+def test_ttl_below_the_ttl_monitor_period_is_refused_with_the_reason() -> None:
+    with pytest.raises(
+        MongoDBConfigurationError, match="at least 60 seconds, the period of MongoDB's TTL monitor"
+    ):
+        make(ttl=timedelta(seconds=30))
+
+
+def test_ttl_must_outlast_the_counter_recheck_grace() -> None:
+    # A save lasts at most operation_timeout; a shorter ttl could let TTL take the counter mid-save.
+    assert make(ttl=timedelta(seconds=120), operation_timeout=60).ttl == timedelta(seconds=120)
+    with pytest.raises(MongoDBConfigurationError, match="twice operation_timeout"):
+        make(ttl=timedelta(seconds=119), operation_timeout=60)
+
+
+def test_operation_timeout_defaults_to_thirty_seconds_and_bounds_the_recheck_grace() -> None:
+    options = make()
+    assert options.operation_timeout == DEFAULT_OPERATION_TIMEOUT == 30.0
+    assert options.counter_recheck_grace == timedelta(seconds=60)
+    assert make(operation_timeout=2.5).counter_recheck_grace == timedelta(seconds=5)
+
+
+@pytest.mark.parametrize(
+    "timeout", [0, -1, 0.0, float("nan"), float("inf"), MAX_OPERATION_TIMEOUT + 1, True, "30", None]
+)
+def test_operation_timeout_must_be_a_positive_bounded_number(timeout: object) -> None:
+    with pytest.raises(MongoDBConfigurationError, match="operation_timeout must be a number of seconds"):
+        make(operation_timeout=timeout)
+
+
+@pytest.mark.parametrize("timeout", [0.001, 1, 30.0, MAX_OPERATION_TIMEOUT])
+def test_operation_timeout_in_range(timeout: float) -> None:
+    assert make(operation_timeout=timeout).operation_timeout == timeout
 
 
 @pytest.mark.parametrize(

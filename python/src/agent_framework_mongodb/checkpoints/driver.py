@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, Protocol
 
 from pymongo import IndexModel
+from pymongo.read_preferences import Primary
 
 __all__ = [
     "CheckpointClient",
@@ -25,6 +26,7 @@ __all__ = [
     "CheckpointIndexCursor",
     "DeleteOutcome",
     "Document",
+    "WriteConcernView",
 ]
 
 Document = dict[str, Any]
@@ -60,6 +62,13 @@ class DeleteOutcome(Protocol):
     def deleted_count(self) -> int: ...
 
 
+class WriteConcernView(Protocol):
+    """A write concern (pymongo's ``WriteConcern``); the storage reads only whether it is acknowledged."""
+
+    @property
+    def acknowledged(self) -> bool: ...
+
+
 class CheckpointDatabase(Protocol):
     """The database a collection lives in; used to ping the server."""
 
@@ -71,6 +80,11 @@ class CheckpointCollection(Protocol):
 
     @property
     def database(self) -> CheckpointDatabase: ...
+
+    @property
+    def write_concern(self) -> WriteConcernView: ...
+
+    def with_options(self, *, read_preference: Primary) -> CheckpointCollection: ...
 
     async def find_one(
         self, filter: Filter, projection: Projection, /, *, sort: Sort | None, collation: Collation

@@ -13,6 +13,13 @@ partial filter it provably satisfies and whose keys serve its sort without an in
 - All indexes use the simple collation, and every query passes it: a collection created with a
   default collation would otherwise apply that collation, and an index with another collation
   cannot serve string comparisons.
+- A collection created with a non-simple default collation cannot hold checkpoints: its ``_id_``
+  index takes that collation, which no later command can change, so the storage's simple-collation
+  ``_id`` lookups (the counter allocation, loads, the idempotent insert) could not use it and
+  would scan the collection (https://www.mongodb.com/docs/manual/reference/collation/#collation-and-index-use,
+  and ``db.createCollection``'s ``collation`` option:
+  https://www.mongodb.com/docs/manual/reference/method/db.createCollection/). ``ID_INDEX_NAME``
+  is checked for it before anything is created.
 """
 
 from __future__ import annotations
@@ -30,15 +37,20 @@ __all__ = [
     "COUNTER_EXPIRATION_INDEX",
     "EXPIRATION_INDEX",
     "IDENTITY_INDEX",
+    "ID_INDEX_NAME",
     "LINEAGE_INDEX",
     "SCOPE_PREFIX",
     "SEQUENCE_INDEX",
     "SIMPLE_COLLATION",
     "IndexSpec",
+    "collation_conflict",
     "index_differences",
 ]
 
 SIMPLE_COLLATION: Mapping[str, str] = {"locale": "simple"}
+
+ID_INDEX_NAME = "_id_"
+"""The index MongoDB builds on ``_id``; it inherits the collection's default collation."""
 
 SCOPE_PREFIX: tuple[str, ...] = ("scope_discriminator", "workflow_name", "session_id")
 """Key prefix of every scoped index; every scoped query states these fields by equality."""
@@ -128,6 +140,23 @@ def index_differences(spec: IndexSpec, listed: Mapping[str, Any]) -> list[str]:
     if _collation_locale(listed.get("collation")) != SIMPLE_COLLATION["locale"]:
         differences.append("collation")
     return differences
+
+
+def collation_conflict(listed: Mapping[str, Mapping[str, Any]]) -> str | None:
+    """Why the collection cannot be used, if its ``_id_`` index (from ``list_indexes``, by name)
+    has a non-simple collation; ``None`` when it has none or the collection does not exist."""
+    id_index = listed.get(ID_INDEX_NAME)
+    if id_index is None:
+        return None
+    locale = _collation_locale(id_index.get("collation"))
+    if locale == SIMPLE_COLLATION["locale"]:
+        return None
+    return (
+        f"The collection was created with a default collation (locale {locale!r}), which its _id "
+        "index inherits, so the storage's simple-collation lookups by _id cannot use that index. "
+        "A collection's default collation cannot be changed: use a collection created without one, "
+        "then run ensure_indexes()."
+    )
 
 
 def _plain(value: object) -> object:

@@ -9,6 +9,7 @@ field, before any storage exists to do I/O with it.
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 import unicodedata
 from collections.abc import Iterable
@@ -21,9 +22,12 @@ from .codec.signing import MIN_KEY_BYTES
 __all__ = [
     "ABSOLUTE_MAX_PAGE_SIZE",
     "DEFAULT_MAX_PAGE_SIZE",
+    "DEFAULT_OPERATION_TIMEOUT",
     "DEFAULT_PAGE_SIZE",
     "MAX_IDENTIFIER_BYTES",
+    "MAX_OPERATION_TIMEOUT",
     "MAX_TTL",
+    "MIN_TTL",
     "MongoDBCheckpointStorageOptions",
     "validate_identifier",
 ]
@@ -38,6 +42,22 @@ MAX_IDENTIFIER_BYTES = 1024
 
 MAX_TTL = timedelta(days=36_500)
 """A century: longer retention is "never expire", which ``ttl=None`` says plainly."""
+
+MIN_TTL = timedelta(seconds=60)
+"""MongoDB's TTL monitor runs every 60 seconds
+(https://www.mongodb.com/docs/manual/core/index-ttl/#timing-of-the-delete-operation): a shorter
+ttl promises an expiry the server does not keep, and would let TTL remove a run's counter while a
+save is between allocating its number and inserting (docs/adr/0006-sequence-allocation.md)."""
+
+DEFAULT_OPERATION_TIMEOUT = 30.0
+"""Seconds each storage operation may take, every round trip included; pymongo's own default for
+server selection, so a default client fails no later than it would anyway."""
+
+MAX_OPERATION_TIMEOUT = 3600.0
+"""An hour: an operation allowed longer is one nobody is waiting for."""
+
+_RECHECK_GRACE_FACTOR = 2
+"""A recreated counter re-reads the retained maximum for this many operation timeouts."""
 
 _TYPE_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 
@@ -55,11 +75,19 @@ class MongoDBCheckpointStorageOptions:
         application_id: Optional application within the tenant.
         ttl: How long after saving a checkpoint MongoDB may delete it, or ``None`` to keep it
             until ``delete``/``clear_run``. MongoDB's TTL monitor deletes eventually, not on time.
+            At least 60 seconds (the monitor's period) and at least twice
+            ``operation_timeout``.
         page_size: Checkpoints per page when listing, and the default ``limit``.
         max_page_size: The largest ``limit`` a caller may ask for.
         allowed_checkpoint_types: Application classes that checkpoints may hold besides
             standard values and Agent Framework's own types: classes, or their
             ``"module:qualname"`` names, from any iterable. Stored as names.
+        operation_timeout: Seconds each storage operation may take, all of its round trips
+            included, applied as pymongo's client-side operation timeout (``pymongo.timeout``);
+            expiry raises ``MongoDBTimeoutError``. It replaces the client's ``timeoutMS`` for
+            the storage's operations; a caller's enclosing ``pymongo.timeout`` block still
+            shortens it. Every writer of a run should use the same value (it also bounds how
+            long a recreated sequence counter stays under re-check; see ADR 0006).
         signing_keys: Secret keys (``bytes``, at least 32 each) for signed payloads: the first
             signs every save, any of them verifies a load, so keys rotate. With keys set, an
             unsigned, edited or moved payload is refused before it is decoded. Never shown in
@@ -77,6 +105,7 @@ class MongoDBCheckpointStorageOptions:
     page_size: int = DEFAULT_PAGE_SIZE
     max_page_size: int = DEFAULT_MAX_PAGE_SIZE
     allowed_checkpoint_types: Iterable[str | type] = ()
+    operation_timeout: float = DEFAULT_OPERATION_TIMEOUT
     signing_keys: Iterable[bytes] = dataclasses.field(default=(), repr=False)
 
     def __post_init__(self) -> None:
@@ -85,7 +114,8 @@ class MongoDBCheckpointStorageOptions:
         validate_identifier("session_id", self.session_id)
         if self.application_id is not None:
             validate_identifier("application_id", self.application_id)
-        _validate_ttl(self.ttl)
+        _validate_operation_timeout(self.operation_timeout)
+        _validate_ttl(self.ttl, self.counter_recheck_grace)
         _validate_page_bounds(self.page_size, self.max_page_size)
         # Accept any iterable of keys (a list is the natural literal) but store a tuple, so the
         # options stay hashable and immutable.
@@ -93,6 +123,15 @@ class MongoDBCheckpointStorageOptions:
             self, "allowed_checkpoint_types", _validate_type_keys(self.allowed_checkpoint_types)
         )
         object.__setattr__(self, "signing_keys", _validate_signing_keys(self.signing_keys))
+
+    @property
+    def counter_recheck_grace(self) -> timedelta:
+        """How long a newly created run counter re-reads the retained maximum on every allocation.
+
+        Longer than any save can take (twice ``operation_timeout``), so a save that allocated from
+        a counter that was then deleted has inserted, or failed, before the grace ends.
+        """
+        return timedelta(seconds=self.operation_timeout * _RECHECK_GRACE_FACTOR)
 
     def with_session(self, session_id: str) -> MongoDBCheckpointStorageOptions:
         """Return the same options bound to another run of the same workflow."""
@@ -116,16 +155,35 @@ def validate_identifier(field: str, value: object) -> str:
     return value
 
 
-def _validate_ttl(ttl: object) -> None:
+def _validate_operation_timeout(timeout: object) -> None:
+    if (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, (int, float))
+        or not math.isfinite(timeout)
+        or not 0 < timeout <= MAX_OPERATION_TIMEOUT
+    ):
+        raise MongoDBConfigurationError(
+            f"operation_timeout must be a number of seconds above 0 and at most {MAX_OPERATION_TIMEOUT:g}, "
+            f"not {timeout!r}."
+        )
+
+
+def _validate_ttl(ttl: object, recheck_grace: timedelta) -> None:
     if ttl is None:
         return
     if not isinstance(ttl, timedelta):
         raise MongoDBConfigurationError(
             f"ttl must be a datetime.timedelta or None, not {type(ttl).__name__}."
         )
-    # BSON dates have millisecond precision; a shorter ttl would round to "already expired".
-    if ttl < timedelta(milliseconds=1):
-        raise MongoDBConfigurationError("ttl must be at least one millisecond; use None to never expire.")
+    if ttl < MIN_TTL:
+        raise MongoDBConfigurationError(
+            "ttl must be at least 60 seconds, the period of MongoDB's TTL monitor; use None to never expire."
+        )
+    if ttl < recheck_grace:
+        raise MongoDBConfigurationError(
+            "ttl must be at least twice operation_timeout, so TTL cannot remove a run's sequence "
+            "counter while a save is using it."
+        )
     if ttl > MAX_TTL:
         raise MongoDBConfigurationError(f"ttl must be at most {MAX_TTL.days} days; use None to never expire.")
 

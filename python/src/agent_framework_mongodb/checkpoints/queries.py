@@ -24,6 +24,7 @@ __all__ = [
     "SEQUENCE_PROJECTION",
     "checkpoint_filter",
     "counter_filter",
+    "insert_if_absent",
     "page_filter",
     "run_filter",
 ]
@@ -63,3 +64,14 @@ def page_filter(scope: RunScope, after_sequence: int | None) -> dict[str, Any]:
 def counter_filter(scope: RunScope) -> dict[str, Any]:
     """The run's sequence counter document."""
     return {"_id": scope.counter_document_id, "_kind": COUNTER_KIND, **scope.fields()}
+
+
+def insert_if_absent(document: Mapping[str, Any], query: Mapping[str, Any]) -> dict[str, Any]:
+    """The update of an upsert on ``query`` that creates exactly ``document`` and changes nothing
+    when one matches.
+
+    An upsert seeds the new document with the query's equality fields
+    (https://www.mongodb.com/docs/manual/reference/operator/update/setOnInsert/), so only the other
+    fields are set, and ``_id`` is never named in the update.
+    """
+    return {"$setOnInsert": {field: value for field, value in document.items() if field not in query}}

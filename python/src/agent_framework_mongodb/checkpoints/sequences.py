@@ -10,7 +10,15 @@ records ``sequence_checked``: whether its value is known to be at least the grea
 checkpoint sequence. Only a counter that is not yet checked costs the recovery read, which fetches
 the greatest retained sequence through the sequence index and then either marks the counter checked
 (the allocation was already above it) or allocates again from that floor. A checked counter costs
-one round trip; see docs/adr/0006-sequence-allocation.md for the reasoning and the races.
+one round trip.
+
+A save that allocated from a counter which was then deleted may still insert after a new counter
+was created and checked. So a new counter carries ``recheck_until`` (its creation plus a grace
+longer than any save can take), and until then every allocation reads the retained maximum and no
+check marks it: the first check after the grace sees every such late insert. ``allocated_at``
+(the server's ``$$NOW`` at each allocation) tells the storage whether an allocation fell in the
+grace. Both dates are the server's, so no client clock decides anything. See
+docs/adr/0006-sequence-allocation.md for the reasoning and the races.
 
 Retention rides on the same update: an expiring save moves the counter's ``expires_at`` only
 forward; a non-expiring save makes the counter permanent, and permanent is dominant. A counter
@@ -20,13 +28,20 @@ written before ``retention_mode`` existed (a sequence without ``expires_at``) co
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Final
 
+from bson.errors import BSONError
 from pymongo import ReturnDocument
 from pymongo.errors import DuplicateKeyError, PyMongoError
 
-from ..errors import MongoDBIntegrationError, MongoDBPersistenceError, translate_driver_error
+from ..errors import (
+    DRIVER_ERRORS,
+    MongoDBIntegrationError,
+    MongoDBPersistenceError,
+    translate_driver_error,
+    translated_driver_errors,
+)
 from .driver import CheckpointCollection
 from .indexes import SIMPLE_COLLATION
 from .queries import DESCENDING_SEQUENCE, SEQUENCE_PROJECTION, counter_filter, run_filter
@@ -37,7 +52,13 @@ __all__ = ["allocate_sequence", "retained_maximum"]
 PERMANENT: Final = "permanent"
 EXPIRING: Final = "expiring"
 
-_COUNTER_PROJECTION: Final = {"_id": 0, "sequence": 1, "sequence_checked": 1}
+_COUNTER_PROJECTION: Final = {
+    "_id": 0,
+    "sequence": 1,
+    "sequence_checked": 1,
+    "recheck_until": 1,
+    "allocated_at": 1,
+}
 _UPSERT_ATTEMPTS: Final = 3
 
 
@@ -46,6 +67,7 @@ async def allocate_sequence(
     scope: RunScope,
     *,
     expires_at: datetime | None,
+    recheck_grace: timedelta,
     recover: bool = False,
 ) -> int:
     """Allocate the next sequence number of the run.
@@ -54,92 +76,109 @@ async def allocate_sequence(
         collection: The checkpoint collection.
         scope: The run.
         expires_at: The saved checkpoint's expiry, or ``None`` for a permanent checkpoint.
+        recheck_grace: How long a counter this call creates stays under re-check.
         recover: Check against the retained maximum even if the counter says it is checked;
             the caller sets it after an insert collided on the sequence index.
     """
-    counter = await _advance(collection, scope, expires_at=expires_at, floor=None, increment=1, upsert=True)
+    counter_update = _CounterUpdate(collection, scope, expires_at, recheck_grace)
+    counter = await counter_update.advance(floor=None, increment=1, upsert=True)
     sequence = _sequence_of(counter)
-    if counter.get("sequence_checked") is True and not recover:
+    if _is_trusted(counter) and not recover:
         return sequence
     retained = await retained_maximum(collection, scope)
     if retained < sequence:
-        # Already above every retained checkpoint: record that, without spending a number. If the
-        # counter vanished meanwhile this updates nothing, and the next save checks again.
-        await _advance(collection, scope, expires_at=expires_at, floor=retained, increment=0, upsert=False)
+        # Already above every retained checkpoint. Record that without spending a number, unless
+        # the counter is in its grace, where no check may mark it. If the counter vanished
+        # meanwhile this updates nothing, and the next save checks again.
+        if not _in_grace(counter) and counter.get("sequence_checked") is not True:
+            await counter_update.advance(floor=retained, increment=0, upsert=False)
         return sequence
-    counter = await _advance(
-        collection, scope, expires_at=expires_at, floor=retained, increment=1, upsert=True
-    )
+    counter = await counter_update.advance(floor=retained, increment=1, upsert=True)
     return _sequence_of(counter)
 
 
 async def retained_maximum(collection: CheckpointCollection, scope: RunScope) -> int:
     """The greatest sequence among the run's stored checkpoints, or 0 if it has none."""
-    try:
+    with translated_driver_errors(operation="read", action="read the greatest sequence"):
         document = await collection.find_one(
             run_filter(scope), SEQUENCE_PROJECTION, sort=DESCENDING_SEQUENCE, collation=SIMPLE_COLLATION
         )
-    except PyMongoError as error:
-        raise translate_driver_error(error, operation="read", action="read the greatest sequence") from error
     if document is None:
         return 0
     return _sequence_of(document)
 
 
-async def _advance(
-    collection: CheckpointCollection,
-    scope: RunScope,
-    *,
-    expires_at: datetime | None,
-    floor: int | None,
-    increment: int,
-    upsert: bool,
-) -> Mapping[str, Any]:
-    query = counter_filter(scope)
-    pipeline = _counter_pipeline(expires_at=expires_at, floor=floor, increment=increment)
-    for attempt in range(1, _UPSERT_ATTEMPTS + 1):
-        try:
-            counter = await collection.find_one_and_update(
-                query,
-                pipeline,
-                _COUNTER_PROJECTION,
-                upsert=upsert,
-                return_document=ReturnDocument.AFTER,
-                collation=SIMPLE_COLLATION,
-            )
-        except DuplicateKeyError as error:  # noqa: PERF203 - a retry loop; the try is the point
-            # Two first saves of a run both found no counter and both inserted one. The server
-            # retries such an upsert itself only when the filter's equality fields are exactly the
-            # unique index's keys; ours also states the scope, so the loser retries here and then
-            # finds the counter to update. See "Upsert with Unique Index" in
-            # https://www.mongodb.com/docs/manual/reference/method/db.collection.findOneAndUpdate/
-            if not upsert or attempt == _UPSERT_ATTEMPTS:
+class _CounterUpdate:
+    """The one counter update a save issues, with what stays the same across its attempts."""
+
+    def __init__(
+        self,
+        collection: CheckpointCollection,
+        scope: RunScope,
+        expires_at: datetime | None,
+        recheck_grace: timedelta,
+    ) -> None:
+        self._collection = collection
+        self._query = counter_filter(scope)
+        self._expires_at = expires_at
+        self._grace_ms = int(recheck_grace / timedelta(milliseconds=1))
+
+    async def advance(self, *, floor: int | None, increment: int, upsert: bool) -> Mapping[str, Any]:
+        pipeline = _counter_pipeline(
+            expires_at=self._expires_at, floor=floor, increment=increment, grace_ms=self._grace_ms
+        )
+        for attempt in range(1, _UPSERT_ATTEMPTS + 1):
+            try:
+                counter = await self._collection.find_one_and_update(
+                    self._query,
+                    pipeline,
+                    _COUNTER_PROJECTION,
+                    upsert=upsert,
+                    return_document=ReturnDocument.AFTER,
+                    collation=SIMPLE_COLLATION,
+                )
+            except DuplicateKeyError as error:  # noqa: PERF203 - a retry loop; the try is the point
+                # Two first saves of a run both found no counter and both inserted one. The server
+                # retries such an upsert itself only when the filter's equality fields are exactly
+                # the unique index's keys; ours also states the scope, so the loser retries here and
+                # then finds the counter to update. See "Upsert with Unique Index" in
+                # https://www.mongodb.com/docs/manual/reference/method/db.collection.findOneAndUpdate/
+                if not upsert or attempt == _UPSERT_ATTEMPTS:
+                    raise _allocation_error(error) from error
+            except DRIVER_ERRORS as error:
                 raise _allocation_error(error) from error
-        except PyMongoError as error:
-            raise _allocation_error(error) from error
-        else:
-            return {} if counter is None else counter
-    raise AssertionError("unreachable: the last attempt returns or raises")
+            else:
+                return {} if counter is None else counter
+        raise AssertionError("unreachable: the last attempt returns or raises")
 
 
-def _allocation_error(error: PyMongoError) -> MongoDBIntegrationError:
+def _allocation_error(error: PyMongoError | BSONError) -> MongoDBIntegrationError:
     return translate_driver_error(error, operation="write", action="allocate a sequence")
 
 
 def _counter_pipeline(
-    *, expires_at: datetime | None, floor: int | None, increment: int
+    *, expires_at: datetime | None, floor: int | None, increment: int, grace_ms: int
 ) -> Sequence[Mapping[str, Any]]:
     """One ``$set`` stage: every expression reads the counter as it was before this update.
 
-    ``floor`` is a retained maximum just read, or ``None``; applying one makes the counter checked.
+    ``floor`` is a retained maximum just read, or ``None``; applying one makes the counter checked,
+    unless the counter is in its grace.
     """
     current = {"$ifNull": ["$sequence", 0]}
+    created = {"$eq": [{"$type": "$sequence"}, "missing"]}
+    # Set once, when this update creates the counter; null for a counter from before the field
+    # existed, which is never in a grace.
+    recheck_until = {"$ifNull": ["$recheck_until", {"$cond": [created, {"$add": ["$$NOW", grace_ms]}, None]}]}
+    # BSON orders null below every date, so a null recheck_until is always past.
+    grace_over = {"$gte": ["$$NOW", recheck_until]}
     # A counter from before `sequence_checked` existed was kept by an allocator that always read
     # the retained maximum first: a present sequence without the flag counts as checked.
     was_checked = {"$ifNull": ["$sequence_checked", {"$gt": [current, 0]}]}
     stage: dict[str, Any] = {
         "sequence": {"$add": [{"$max": [current, floor or 0]}, increment]},
-        "sequence_checked": True if floor is not None else was_checked,
+        "sequence_checked": grace_over if floor is not None else was_checked,
+        "recheck_until": recheck_until,
+        "allocated_at": "$$NOW",
     }
     stage.update(_retention_fields(expires_at))
     return [{"$set": stage}]
@@ -161,6 +200,19 @@ def _retention_fields(expires_at: datetime | None) -> dict[str, Any]:
         "retention_mode": {"$cond": [permanent, PERMANENT, EXPIRING]},
         "expires_at": {"$cond": [permanent, "$$REMOVE", later]},
     }
+
+
+def _in_grace(counter: Mapping[str, Any]) -> bool:
+    recheck_until = counter.get("recheck_until")
+    allocated_at = counter.get("allocated_at")
+    if not isinstance(recheck_until, datetime) or not isinstance(allocated_at, datetime):
+        return False
+    return allocated_at < recheck_until
+
+
+def _is_trusted(counter: Mapping[str, Any]) -> bool:
+    """Whether this allocation may skip the recovery read."""
+    return counter.get("sequence_checked") is True and not _in_grace(counter)
 
 
 def _sequence_of(document: Mapping[str, Any]) -> int:

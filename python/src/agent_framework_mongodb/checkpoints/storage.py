@@ -1,21 +1,27 @@
 """``MongoDBCheckpointStorage``: Agent Framework workflow checkpoints kept in MongoDB.
 
 Each public method is a short orchestration of the steps below it: validate and encode without
-I/O, then as few round trips as the operation allows (a save costs two in steady state: the
-sequence allocation and the insert; a load, latest, page or delete costs one).
+I/O, then as few round trips as the operation allows (a save costs two in steady state, an
+identical retry included: the sequence allocation and an insert that reports an existing
+checkpoint's identity; a load, latest, page or delete costs one). Every operation runs under one
+client-side deadline (``operation_timeout``), all its round trips included.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
+from contextlib import contextmanager
 from types import TracebackType
 from typing import Any, Final
 
+import pymongo
 from agent_framework import CheckpointID, CheckpointStorage, WorkflowCheckpoint
-from pymongo.errors import DuplicateKeyError, PyMongoError
+from pymongo import ReturnDocument
+from pymongo.errors import DuplicateKeyError
 
-from .._telemetry import completion_log
+from .._telemetry import OperationRecord, completion_log
 from ..errors import (
+    DRIVER_ERRORS,
     MongoDBCheckpointNotFoundError,
     MongoDBConcurrencyError,
     MongoDBConfigurationError,
@@ -23,9 +29,11 @@ from ..errors import (
     MongoDBIndexMissingError,
     MongoDBMappingError,
     translate_driver_error,
+    translated_driver_errors,
 )
 from .codec import CANONICAL_HASH_VERSION, CheckpointCodec
 from .codec.signing import PayloadSigner
+from .concerns import bind_collection
 from .connection import (
     DEFAULT_COLLECTION_NAME,
     DEFAULT_DATABASE_NAME,
@@ -35,8 +43,8 @@ from .connection import (
     wait_for_server,
 )
 from .documents import PreparedCheckpoint, prepare_checkpoint, stored_payload, utc_now
-from .driver import CheckpointClient, CheckpointCollection, DeleteOutcome, Document
-from .indexes import CHECKPOINT_INDEXES, SIMPLE_COLLATION, index_differences
+from .driver import CheckpointClient, CheckpointCollection, Document
+from .indexes import CHECKPOINT_INDEXES, SIMPLE_COLLATION, collation_conflict, index_differences
 from .options import MongoDBCheckpointStorageOptions, validate_identifier
 from .paging import PagePosition, decode_cursor, encode_cursor, resolve_limit
 from .queries import (
@@ -47,6 +55,7 @@ from .queries import (
     PAYLOAD_PROJECTION,
     checkpoint_filter,
     counter_filter,
+    insert_if_absent,
     page_filter,
     run_filter,
 )
@@ -77,11 +86,12 @@ class MongoDBCheckpointStorage(CheckpointStorage):
 
     Raises:
         MongoDBConfigurationError: The options are not options, the sources are ambiguous or
-            missing, or a name or URI is invalid.
+            missing, a name or URI is invalid, or the write concern is unacknowledged (``w=0``).
 
-    Injected clients and collections stay the caller's and are never closed. A client built
-    from a connection string belongs to the storage: ``close()`` or leaving ``async with``
-    closes it exactly once.
+    The storage reads from the primary whatever the client's read preference, so every read
+    sees every acknowledged write. Injected clients and collections stay the caller's and are
+    never closed. A client built from a connection string belongs to the storage: ``close()``
+    or leaving ``async with`` closes it exactly once.
     """
 
     _collection: CheckpointCollection
@@ -110,7 +120,8 @@ class MongoDBCheckpointStorage(CheckpointStorage):
             collection_name=collection_name,
         )
         codec = CheckpointCodec(options.allowed_checkpoint_types)
-        self._bind(source.collection, options, codec, owned_client=source.owned_client)
+        collection = bind_collection(source.collection)
+        self._bind(collection, options, codec, owned_client=source.owned_client)
 
     @classmethod
     async def connect(
@@ -203,8 +214,10 @@ class MongoDBCheckpointStorage(CheckpointStorage):
             MongoDBSerializationError: The checkpoint cannot be stored losslessly, or its
                 document would exceed 16 MiB. Nothing was written.
             MongoDBConcurrencyError: The id is already stored with different content.
+            MongoDBTimeoutError: The save did not complete within ``operation_timeout``; saving
+                the same checkpoint again is safe.
         """
-        with completion_log("save") as record:
+        with self._operation("save") as record:
             prepared = self._prepare(checkpoint)
             checkpoint_id = await self._insert(prepared)
             record.result_count = 1
@@ -218,7 +231,7 @@ class MongoDBCheckpointStorage(CheckpointStorage):
                 run's checkpoint is never visible).
             MongoDBMappingError: The stored document is of an unknown version, or corrupt.
         """
-        with completion_log("load") as record:
+        with self._operation("load") as record:
             query = checkpoint_filter(self._scope, _require_checkpoint_id(checkpoint_id))
             document = await self._find_one(query, PAYLOAD_PROJECTION, action="load a checkpoint")
             if document is None:
@@ -233,7 +246,7 @@ class MongoDBCheckpointStorage(CheckpointStorage):
         Fetched one page of ``page_size`` documents at a time; only the decoded checkpoints
         are kept.
         """
-        with completion_log("list_checkpoints") as record:
+        with self._operation("list_checkpoints") as record:
             self._require_workflow(workflow_name)
             checkpoints: list[WorkflowCheckpoint] = []
             async for page in self._pages(PAYLOAD_PROJECTION, limit=self._options.page_size):
@@ -243,21 +256,17 @@ class MongoDBCheckpointStorage(CheckpointStorage):
 
     async def delete(self, checkpoint_id: CheckpointID) -> bool:
         """Delete the bound run's checkpoint with this id; ``False`` if there was none."""
-        with completion_log("delete") as record:
+        with self._operation("delete") as record:
             query = checkpoint_filter(self._scope, _require_checkpoint_id(checkpoint_id))
-            try:
+            with translated_driver_errors(operation="write", action="delete a checkpoint"):
                 result = await self._collection.delete_one(query, collation=SIMPLE_COLLATION)
-            except PyMongoError as error:
-                raise translate_driver_error(
-                    error, operation="write", action="delete a checkpoint"
-                ) from error
-            deleted = _deleted_count(result) == 1
+            deleted = result.deleted_count == 1
             record.result_count = int(deleted)
             return deleted
 
     async def get_latest(self, *, workflow_name: str) -> WorkflowCheckpoint | None:
         """The bound run's checkpoint with the greatest sequence, or ``None``."""
-        with completion_log("get_latest") as record:
+        with self._operation("get_latest") as record:
             self._require_workflow(workflow_name)
             document = await self._find_one(
                 run_filter(self._scope),
@@ -272,7 +281,7 @@ class MongoDBCheckpointStorage(CheckpointStorage):
 
     async def list_checkpoint_ids(self, *, workflow_name: str) -> list[CheckpointID]:
         """The ids of every checkpoint of the bound run, in order; payloads are never fetched."""
-        with completion_log("list_checkpoint_ids") as record:
+        with self._operation("list_checkpoint_ids") as record:
             self._require_workflow(workflow_name)
             ids: list[CheckpointID] = []
             async for page in self._pages(ID_PROJECTION, limit=self._options.max_page_size):
@@ -295,7 +304,7 @@ class MongoDBCheckpointStorage(CheckpointStorage):
         Raises:
             MongoDBConfigurationError: The workflow, cursor or limit is not valid here.
         """
-        with completion_log("list_checkpoint_page") as record:
+        with self._operation("list_checkpoint_page") as record:
             self._require_workflow(workflow_name)
             size = resolve_limit(limit, self._options)
             after = None if cursor is None else decode_cursor(self._scope, cursor)
@@ -310,20 +319,18 @@ class MongoDBCheckpointStorage(CheckpointStorage):
         For a completed run: quiesce its writers first. Safe to retry after a partial failure.
         Both deletes state the complete scope; neither can reach another run.
         """
-        with completion_log("clear_run") as record:
-            try:
+        with self._operation("clear_run") as record:
+            with translated_driver_errors(operation="write", action="clear the run"):
                 checkpoints = await self._collection.delete_many(
                     run_filter(self._scope), collation=SIMPLE_COLLATION
                 )
                 counter = await self._collection.delete_one(
                     counter_filter(self._scope), collation=SIMPLE_COLLATION
                 )
-            except PyMongoError as error:
-                raise translate_driver_error(error, operation="write", action="clear the run") from error
             result = MongoDBCheckpointClearResult(
-                checkpoints_deleted=_deleted_count(checkpoints),
-                counter_deleted=_deleted_count(counter),
-                acknowledged=bool(checkpoints.acknowledged and counter.acknowledged),
+                checkpoints_deleted=checkpoints.deleted_count,
+                counter_deleted=counter.deleted_count,
+                acknowledged=True,
             )
             record.result_count = result.checkpoints_deleted
             return result
@@ -336,13 +343,15 @@ class MongoDBCheckpointStorage(CheckpointStorage):
 
         Raises:
             MongoDBIndexMismatchError: An index of the same name or keys exists with another
-                definition.
+                definition, or the collection has a non-simple default collation (checked
+                first: nothing is created then).
+            MongoDBIndexError: An index could not be built, for example a unique one over
+                documents that already repeat its key.
         """
-        with completion_log("ensure_indexes") as record:
-            try:
+        with self._operation("ensure_indexes") as record:
+            _require_simple_collection_collation(await self._listed_indexes())
+            with translated_driver_errors(operation="provision", action="create indexes"):
                 names = await self._collection.create_indexes([spec.model() for spec in CHECKPOINT_INDEXES])
-            except PyMongoError as error:
-                raise translate_driver_error(error, operation="provision", action="create indexes") from error
             record.result_count = len(names)
             return tuple(names)
 
@@ -351,14 +360,12 @@ class MongoDBCheckpointStorage(CheckpointStorage):
 
         Raises:
             MongoDBIndexMissingError: A required index does not exist (it is named).
-            MongoDBIndexMismatchError: A required index differs (it and the options are named).
+            MongoDBIndexMismatchError: A required index differs (it and the options are named),
+                or the collection has a non-simple default collation.
         """
-        with completion_log("validate_indexes") as record:
-            try:
-                cursor = await self._collection.list_indexes()
-                listed = {str(index.get("name")): index for index in await cursor.to_list(None)}
-            except PyMongoError as error:
-                raise translate_driver_error(error, operation="provision", action="list indexes") from error
+        with self._operation("validate_indexes") as record:
+            listed = await self._listed_indexes()
+            _require_simple_collection_collation(listed)
             for spec in CHECKPOINT_INDEXES:
                 index = listed.get(spec.name)
                 if index is None:
@@ -374,6 +381,15 @@ class MongoDBCheckpointStorage(CheckpointStorage):
             record.result_count = len(CHECKPOINT_INDEXES)
 
     # -- Steps --------------------------------------------------------------------------
+
+    @contextmanager
+    def _operation(self, name: str) -> Iterator[OperationRecord]:
+        """One public operation: its completion record, under one deadline for all its round trips.
+
+        A caller's enclosing ``pymongo.timeout`` block can only shorten the deadline.
+        """
+        with completion_log(name) as record, pymongo.timeout(self._options.operation_timeout):
+            yield record
 
     def _bind(
         self,
@@ -419,26 +435,51 @@ class MongoDBCheckpointStorage(CheckpointStorage):
         )
 
     async def _insert(self, prepared: PreparedCheckpoint) -> CheckpointID:
-        """Allocate a sequence and insert; a duplicate key decides idempotency or conflict."""
+        """Allocate a sequence and insert unless the id is stored; its identity decides the rest.
+
+        The insert is an upsert that only sets fields when it creates the document and returns
+        the document it found, so an identical retry learns it was already done in the same
+        round trip. A duplicate key means either that a concurrent save of the same id won (the
+        stored identity decides) or that the sequence collided with a retained checkpoint.
+        """
         recover = False
         for _ in range(_MAX_SAVE_ATTEMPTS):
             sequence = await allocate_sequence(
-                self._collection, self._scope, expires_at=prepared.expires_at, recover=recover
+                self._collection,
+                self._scope,
+                expires_at=prepared.expires_at,
+                recheck_grace=self._options.counter_recheck_grace,
+                recover=recover,
             )
             try:
-                await self._collection.insert_one(prepared.document(sequence))
+                existing = await self._insert_if_absent(prepared, sequence)
             except DuplicateKeyError:
                 if await self._is_stored(prepared):
                     return prepared.checkpoint_id
                 # Not this id: the sequence collided with a retained checkpoint. Recover.
                 recover = True
-            except PyMongoError as error:
+            except DRIVER_ERRORS as error:
                 raise translate_driver_error(error, operation="write", action="save a checkpoint") from error
             else:
+                if existing is not None:
+                    self._require_same_identity(existing, prepared)
                 return prepared.checkpoint_id
         raise MongoDBConcurrencyError(
             f"No free sequence number after {_MAX_SAVE_ATTEMPTS} attempts; another writer keeps "
-            "taking them. Retry the save."
+            "taking them. Retry the save.",
+            retryable=True,
+        )
+
+    async def _insert_if_absent(self, prepared: PreparedCheckpoint, sequence: int) -> Document | None:
+        """Insert the checkpoint unless its id is stored; returns the stored identity, else None."""
+        query = checkpoint_filter(self._scope, prepared.checkpoint_id)
+        return await self._collection.find_one_and_update(
+            query,
+            insert_if_absent(prepared.document(sequence), query),
+            IDEMPOTENCY_PROJECTION,
+            upsert=True,
+            return_document=ReturnDocument.BEFORE,
+            collation=SIMPLE_COLLATION,
         )
 
     async def _is_stored(self, prepared: PreparedCheckpoint) -> bool:
@@ -447,6 +488,11 @@ class MongoDBCheckpointStorage(CheckpointStorage):
         stored = await self._find_one(query, IDEMPOTENCY_PROJECTION, action="compare a stored checkpoint")
         if stored is None:
             return False
+        self._require_same_identity(stored, prepared)
+        return True
+
+    def _require_same_identity(self, stored: Mapping[str, Any], prepared: PreparedCheckpoint) -> None:
+        """Raise unless the stored checkpoint with this id is the one being saved."""
         if stored.get("idempotency_hash_version") != CANONICAL_HASH_VERSION:
             raise MongoDBMappingError(
                 "The stored checkpoint with this id was written with another idempotency hash "
@@ -456,7 +502,6 @@ class MongoDBCheckpointStorage(CheckpointStorage):
             raise MongoDBConcurrencyError(
                 "A checkpoint with this id is already stored with different content."
             )
-        return True
 
     def _decode(self, document: Mapping[str, Any]) -> WorkflowCheckpoint:
         stored = stored_payload(document, self._scope, self._signer)
@@ -476,24 +521,23 @@ class MongoDBCheckpointStorage(CheckpointStorage):
         action: str,
         sort: list[tuple[str, int]] | None = None,
     ) -> Document | None:
-        try:
+        with translated_driver_errors(operation="read", action=action):
             return await self._collection.find_one(query, projection, sort=sort, collation=SIMPLE_COLLATION)
-        except PyMongoError as error:
-            raise translate_driver_error(error, operation="read", action=action) from error
+
+    async def _listed_indexes(self) -> dict[str, Mapping[str, Any]]:
+        with translated_driver_errors(operation="provision", action="list indexes"):
+            cursor = await self._collection.list_indexes()
+            return {str(index.get("name")): index for index in await cursor.to_list(None)}
 
     async def _fetch_page(
         self, projection: Mapping[str, int], *, after: PagePosition | None, limit: int
     ) -> list[Document]:
         query = page_filter(self._scope, None if after is None else after.sequence)
-        try:
+        with translated_driver_errors(operation="read", action="read a page of checkpoints"):
             cursor = self._collection.find(
                 query, projection, sort=ASCENDING_SEQUENCE, limit=limit, collation=SIMPLE_COLLATION
             )
             return await cursor.to_list(limit)
-        except PyMongoError as error:
-            raise translate_driver_error(
-                error, operation="read", action="read a page of checkpoints"
-            ) from error
 
     async def _pages(self, projection: Mapping[str, int], *, limit: int) -> AsyncIterator[list[Document]]:
         """Every page of the run, one bounded request at a time.
@@ -537,9 +581,10 @@ def _position_of(document: Mapping[str, Any]) -> PagePosition:
     return PagePosition(sequence, _checkpoint_id_of(document))
 
 
-def _deleted_count(result: DeleteOutcome) -> int:
-    # An unacknowledged write (w: 0) has no counts; pymongo raises if they are read.
-    return result.deleted_count if result.acknowledged else 0
+def _require_simple_collection_collation(listed: Mapping[str, Mapping[str, Any]]) -> None:
+    conflict = collation_conflict(listed)
+    if conflict is not None:
+        raise MongoDBIndexMismatchError(conflict)
 
 
 def _require_options(options: object) -> None:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, cast
 from pymongo import IndexModel
 from pymongo.collation import Collation
 from pymongo.errors import OperationFailure
+from pymongo.write_concern import WriteConcern
 
 from ._codec import MAX_BSON_SIZE, as_mapping, bson_size, same_bson, to_client
 from ._codec import wire_value as wire
@@ -65,6 +66,10 @@ class CollectionBase:
 
     def __repr__(self) -> str:
         return f"InMemoryCollection({self._database!r}, {self._name!r})"
+
+    @property
+    def write_concern(self) -> WriteConcern:
+        return WriteConcern()
 
     def with_options(self, **_options: Any) -> CollectionBase:
         """Codec, read and write options are not simulated; the same collection is returned."""

@@ -9,6 +9,9 @@ Shims:
   value). It is swapped for a unique marker and the marker is stripped after each stage.
 * An upsert seeds the new document from every equality in the filter, including those inside a
   top-level ``$and`` and ``{"$eq": ...}`` (mongomock_ng drops them), before the update runs.
+* ``{"$not": [expression]}``, the server's documented form, is evaluated as ``{"$not":
+  expression}``: mongomock_ng takes the one-element list itself as the operand and so always
+  yields false (https://www.mongodb.com/docs/manual/reference/operator/aggregation/not/).
 * ``"$$NOW"`` (mongomock_ng does not know it) is replaced by the client's clock reading, one value
   for the whole update as on the server, where it "returns the same value for all members of the
   deployment and remains the same throughout all stages of the aggregation pipeline"
@@ -166,19 +169,28 @@ def _restore_id(value: Any, stand_in: str, original: Any) -> Any:
     return value
 
 
-def substitute_now(expression: Any, now: datetime) -> Any:
-    """``expression`` with every ``"$$NOW"`` outside a ``$literal`` replaced by ``now``."""
+def normalize_expressions(expression: Any, now: datetime) -> Any:
+    """``expression`` with every ``"$$NOW"`` outside a ``$literal`` replaced by ``now``, and each
+    one-element ``$not`` list unwrapped (see the module's shims)."""
     if expression == "$$NOW":
         return now
     document = as_mapping(expression)
     if document is not None:
-        return {
-            key: value if key == "$literal" else substitute_now(value, now) for key, value in document.items()
-        }
+        return {key: _normalize_operand(key, value, now) for key, value in document.items()}
     items = as_list(expression)
     if items is not None:
-        return [substitute_now(item, now) for item in items]
+        return [normalize_expressions(item, now) for item in items]
     return expression
+
+
+def _normalize_operand(operator: str, operand: Any, now: datetime) -> Any:
+    if operator == "$literal":
+        return operand
+    if operator == "$not":
+        items = as_list(operand)
+        if items is not None and len(items) == 1:
+            return normalize_expressions(items[0], now)
+    return normalize_expressions(operand, now)
 
 
 def compute_post_image(
@@ -195,7 +207,7 @@ def compute_post_image(
     whose ``_id`` is itself a document, so such an ``_id`` is replaced by a unique string while the
     update runs and restored afterwards.
     """
-    update = substitute_now(update, now)
+    update = normalize_expressions(update, now)
     start = dict(pre_image) if pre_image is not None else None
     if isinstance(update, list) and start is None:
         start = upsert_seed(filter_)

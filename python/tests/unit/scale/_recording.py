@@ -6,6 +6,8 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pymongo.write_concern import WriteConcern
+
 from agent_framework_mongodb.testing import InMemoryCollection, InMemoryCursor, InMemoryDatabase
 
 QUERY_METHODS = frozenset(
@@ -59,6 +61,15 @@ class RecordingCollection:
     @property
     def database(self) -> InMemoryDatabase:
         return self.inner.database
+
+    @property
+    def write_concern(self) -> WriteConcern:
+        return self.inner.write_concern
+
+    def with_options(self, **options: Any) -> RecordingCollection:
+        """The storage binds its collection once; the proxy keeps wrapping the derived one."""
+        self.inner = self.inner.with_options(**options)
+        return self
 
     def _record(
         self,

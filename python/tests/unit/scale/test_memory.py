@@ -171,6 +171,10 @@ class PagingProbe:
     def database(self) -> Any:
         return self.inner.database
 
+    def with_options(self, **options: Any) -> PagingProbe:
+        self.inner = self.inner.with_options(**options)
+        return self
+
     def find(self, filter: Mapping[str, Any], projection: Any = None, **kwargs: Any) -> _ProbeCursor:
         assert all(cursor.fetched for cursor in self.cursors), "a page was requested before the last arrived"
         cursor = _ProbeCursor(self, self.inner.find(filter, projection, **kwargs), int(kwargs["limit"]))

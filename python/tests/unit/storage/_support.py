@@ -6,13 +6,15 @@ import asyncio
 import dataclasses
 import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from agent_framework import Message, WorkflowCheckpoint
+from pymongo.write_concern import WriteConcern
 
 from agent_framework_mongodb import MongoDBCheckpointStorage, MongoDBCheckpointStorageOptions
 from agent_framework_mongodb.checkpoints.scope import RunScope
-from agent_framework_mongodb.testing import InMemoryCollection, InMemoryDatabase
+from agent_framework_mongodb.testing import InMemoryCollection, InMemoryDatabase, InMemoryMongoClient
 
 TENANT = "tenant-alpha"
 WORKFLOW = "approval-flow"
@@ -45,6 +47,25 @@ def make_options(**overrides: Any) -> MongoDBCheckpointStorageOptions:
 
 def make_storage(collection: Any, **overrides: Any) -> MongoDBCheckpointStorage:
     return MongoDBCheckpointStorage(collection, options=make_options(**overrides))
+
+
+def engine_client(collection: Any) -> InMemoryMongoClient:
+    """The engine client behind a collection or a proxy of one."""
+    inner = getattr(collection, "inner", collection)
+    client: InMemoryMongoClient = inner.database.client
+    return client
+
+
+def advance_server_clock(collection: Any, delta: timedelta) -> None:
+    """Move the engine's server clock (``$$NOW``) forward by ``delta`` from where it is."""
+    client = engine_client(collection)
+    offset = client.server_now() - datetime.now(timezone.utc).replace(tzinfo=None) + delta
+    client.clock = lambda: datetime.now(timezone.utc) + offset
+
+
+def end_counter_grace(collection: Any) -> None:
+    """Let the server's time pass every new counter's re-check grace (ADR 0006)."""
+    advance_server_clock(collection, make_options().counter_recheck_grace + timedelta(seconds=1))
 
 
 def scope_of(storage: MongoDBCheckpointStorage) -> RunScope:
@@ -104,6 +125,10 @@ async def raw_counter(collection: InMemoryCollection, scope: RunScope) -> dict[s
     return await collection.find_one({"_id": scope.counter_document_id})
 
 
+INSERT = "insert_checkpoint"
+"""The proxy's name for a save's insert (see ``ProxyCollection``)."""
+
+
 @dataclasses.dataclass
 class Call:
     name: str
@@ -142,7 +167,10 @@ class ProxyCollection:
     """Forwards every collection method the storage uses, recording and counting round trips.
 
     ``block(name)`` makes the next call of ``name`` wait on an event after announcing itself on
-    ``entered[name]``, so a test can cancel a task parked inside that call.
+    ``entered[name]``, so a test can cancel a task parked inside that call; ``fail(name, error)``
+    makes it raise ``error`` before reaching the engine. A save's insert is a
+    ``find_one_and_update`` like its counter allocation; the proxy names it ``insert_checkpoint``
+    (the upsert that only sets fields on insert) so tests can tell the two apart.
     """
 
     def __init__(self, inner: InMemoryCollection) -> None:
@@ -151,6 +179,7 @@ class ProxyCollection:
         self.round_trips = 0
         self.trip_names: list[str] = []
         self._gates: dict[str, asyncio.Event] = {}
+        self._failures: dict[str, BaseException] = {}
         self.entered: dict[str, asyncio.Event] = {}
 
     def block(self, name: str) -> asyncio.Event:
@@ -158,6 +187,9 @@ class ProxyCollection:
         self._gates[name] = gate
         self.entered[name] = asyncio.Event()
         return gate
+
+    def fail(self, name: str, error: BaseException) -> None:
+        self._failures[name] = error
 
     def reset(self) -> None:
         self.calls.clear()
@@ -174,6 +206,9 @@ class ProxyCollection:
         if gate is not None:
             self.entered[name].set()
             await gate.wait()
+        failure = self._failures.pop(name, None)
+        if failure is not None:
+            raise failure
 
     def _record(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         self.calls.append(Call(name, args, dict(kwargs)))
@@ -181,6 +216,15 @@ class ProxyCollection:
     @property
     def database(self) -> InMemoryDatabase:
         return self.inner.database
+
+    @property
+    def write_concern(self) -> WriteConcern:
+        return self.inner.write_concern
+
+    def with_options(self, **options: Any) -> ProxyCollection:
+        """The storage binds its collection once; the proxy keeps wrapping the derived one."""
+        self.inner = self.inner.with_options(**options)
+        return self
 
     async def find_one(self, filter: Any | None = None, *args: Any, **kwargs: Any) -> dict[str, Any] | None:
         self._record("find_one", (filter, *args), kwargs)
@@ -203,8 +247,9 @@ class ProxyCollection:
         *args: Any,
         **kwargs: Any,
     ) -> dict[str, Any] | None:
-        self._record("find_one_and_update", (filter, update, *args), kwargs)
-        await self.before("find_one_and_update")
+        name = INSERT if isinstance(update, Mapping) and "$setOnInsert" in update else "find_one_and_update"
+        self._record(name, (filter, update, *args), kwargs)
+        await self.before(name)
         return await self.inner.find_one_and_update(filter, update, *args, **kwargs)
 
     async def delete_one(self, filter: Mapping[str, Any], *args: Any, **kwargs: Any) -> Any:

@@ -6,19 +6,30 @@ import asyncio
 
 from agent_framework_mongodb.testing import InMemoryCollection
 
-from ._support import WORKFLOW, ProxyCollection, make_checkpoint, make_storage, raw_checkpoints, save_chain
+from ._support import (
+    INSERT,
+    WORKFLOW,
+    ProxyCollection,
+    end_counter_grace,
+    make_checkpoint,
+    make_storage,
+    raw_checkpoints,
+    save_chain,
+)
 
 
 async def test_gathered_operations_really_interleave(collection: InMemoryCollection) -> None:
     proxy = ProxyCollection(collection)
     storage = make_storage(proxy)
     await save_chain(storage, 1)
+    end_counter_grace(proxy)
+    await save_chain(storage, 1, prefix="checked")
     proxy.reset()
 
     await asyncio.gather(storage.save(make_checkpoint("cp-a")), storage.save(make_checkpoint("cp-b")))
 
     # Both allocations run before either insert: the two saves were in flight together.
-    assert proxy.trip_names == ["find_one_and_update", "find_one_and_update", "insert_one", "insert_one"]
+    assert proxy.trip_names == ["find_one_and_update", "find_one_and_update", INSERT, INSERT]
 
 
 async def test_many_writers_on_one_run_get_unique_ordered_sequences(collection: InMemoryCollection) -> None:

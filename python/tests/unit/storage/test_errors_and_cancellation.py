@@ -37,6 +37,7 @@ from agent_framework_mongodb import (
 from agent_framework_mongodb.testing import InMemoryCollection
 
 from ._support import (
+    INSERT,
     WORKFLOW,
     ProxyCollection,
     make_checkpoint,
@@ -148,12 +149,12 @@ def _op_save(storage: MongoDBCheckpointStorage) -> Awaitable[Any]:
 
 OPERATIONS: dict[str, tuple[str, Operation]] = {
     "save-allocate": ("find_one_and_update", _op_save),
-    "save-insert": ("insert_one", _op_save),
+    "save-insert": (INSERT, _op_save),
     "load": ("find_one", lambda s: s.load("cp-000")),
     "get_latest": ("find_one", lambda s: s.get_latest(workflow_name=WORKFLOW)),
-    "list_checkpoints": ("find", lambda s: s.list_checkpoints(workflow_name=WORKFLOW)),
-    "list_checkpoint_ids": ("find", lambda s: s.list_checkpoint_ids(workflow_name=WORKFLOW)),
-    "list_checkpoint_page": ("find", lambda s: s.list_checkpoint_page(workflow_name=WORKFLOW)),
+    "list_checkpoints": ("find_fetch", lambda s: s.list_checkpoints(workflow_name=WORKFLOW)),
+    "list_checkpoint_ids": ("find_fetch", lambda s: s.list_checkpoint_ids(workflow_name=WORKFLOW)),
+    "list_checkpoint_page": ("find_fetch", lambda s: s.list_checkpoint_page(workflow_name=WORKFLOW)),
     "delete": ("delete_one", lambda s: s.delete("cp-000")),
     "clear_run-checkpoints": ("delete_many", lambda s: s.clear_run()),
     "clear_run-counter": ("delete_one", lambda s: s.clear_run()),
@@ -181,7 +182,7 @@ def _failure_for(name: str) -> type[MongoDBIntegrationError]:
     return MongoDBIndexError
 
 
-async def _prepared(collection: InMemoryCollection) -> MongoDBCheckpointStorage:
+async def _prepared(collection: ProxyCollection) -> MongoDBCheckpointStorage:
     storage = make_storage(collection)
     await save_chain(storage, 2)
     return storage
@@ -234,9 +235,10 @@ async def test_driver_errors_are_translated_with_the_cause_kept(
     error: PyMongoError,
     expected: Callable[[str], type[MongoDBIntegrationError]],
 ) -> None:
-    storage = await _prepared(collection)
+    proxy = ProxyCollection(collection)
+    storage = await _prepared(proxy)
     op_name, call = OPERATIONS[operation]
-    collection.fail_next(op_name, error)
+    proxy.fail(op_name, error)
 
     with pytest.raises(MongoDBIntegrationError) as raised:
         await call(storage)
@@ -245,16 +247,17 @@ async def test_driver_errors_are_translated_with_the_cause_kept(
     assert isinstance(raised.value, WorkflowCheckpointException)
     assert raised.value.__cause__ is error
     assert MARKER not in str(raised.value)
-    assert collection.database.client.faults.pending == 0
+    assert op_name in proxy.trip_names, "the failure was never injected"
 
 
 async def test_failed_insert_writes_no_checkpoint_and_next_save_succeeds(
     collection: InMemoryCollection,
 ) -> None:
-    storage = make_storage(collection)
+    proxy = ProxyCollection(collection)
+    storage = make_storage(proxy)
     await storage.ensure_indexes()
     await save_chain(storage, 2)
-    collection.fail_next("insert_one", AutoReconnect("reset"))
+    proxy.fail(INSERT, AutoReconnect("reset"))
 
     with pytest.raises(MongoDBTransientPersistenceError):
         await storage.save(make_checkpoint("cp-lost"))
@@ -317,7 +320,7 @@ async def test_save_cancelled_inside_the_insert(collection: InMemoryCollection) 
     storage = make_storage(proxy)
     await save_chain(storage, 2)
 
-    await _cancel_inside(proxy, "insert_one", storage.save(make_checkpoint("cp-cancelled")))
+    await _cancel_inside(proxy, INSERT, storage.save(make_checkpoint("cp-cancelled")))
 
     assert [d["checkpoint_id"] for d in await raw_checkpoints(collection)] == ["cp-000", "cp-001"]
     await storage.save(make_checkpoint("cp-cancelled"))

@@ -39,7 +39,7 @@ OPERATIONS: dict[str, tuple[Operation, str, str]] = {
     # name: (call, engine operation to fail, logged operation name)
     "save": (
         lambda s: s.save(make_checkpoint(CHECKPOINT_ID, state={"t": PAYLOAD_TEXT})),
-        "insert_one",
+        "find_one_and_update",
         "save",
     ),
     "load": (lambda s: s.load(CHECKPOINT_ID + "-000"), "find_one", "load"),

@@ -63,7 +63,7 @@ async def test_ownership_survives_a_failed_operation(built_clients: list[InMemor
 
     storage = MongoDBCheckpointStorage(connection_string=URI, options=make_options())
     (client,) = built_clients
-    client.fail_next("insert_one", AutoReconnect("reset"))
+    client.fail_next("find_one_and_update", AutoReconnect("reset"))
     with pytest.raises(MongoDBIntegrationError):
         await storage.save(make_checkpoint("cp-fails"))
     assert client.close_count == 0

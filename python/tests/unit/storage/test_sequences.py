@@ -14,6 +14,7 @@ from agent_framework_mongodb.testing import InMemoryCollection
 from ._support import (
     COUNTER_KIND,
     WORKFLOW,
+    end_counter_grace,
     make_checkpoint,
     make_storage,
     raw_checkpoints,
@@ -71,7 +72,17 @@ async def test_counter_document_shape(
     assert counter["_id"] == scope.counter_document_id
     assert counter["_kind"] == COUNTER_KIND
     assert counter["sequence"] == 3
+    # In its grace a new counter is never marked checked; the grace is the server's creation
+    # time plus twice the operation timeout, and each allocation records the server's time.
+    assert counter["sequence_checked"] is False
+    created = counter["recheck_until"] - storage.options.counter_recheck_grace
+    assert created <= counter["allocated_at"] < counter["recheck_until"]
+    end_counter_grace(collection)
+    await storage.save(make_checkpoint("cp-after-grace"))
+    counter = await raw_counter(collection, scope)
+    assert counter is not None
     assert counter["sequence_checked"] is True
+    assert counter["allocated_at"] >= counter["recheck_until"]
     assert counter["retention_mode"] == "permanent"
     assert "expires_at" not in counter
     for field, value in scope.fields().items():

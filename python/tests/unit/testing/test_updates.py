@@ -190,3 +190,24 @@ async def test_now_variable_is_the_clock_once_per_update(
     }
     second = await _after(coll, {"_id": 1}, [{"$set": {"at": "$$NOW"}}])
     assert second["at"] == datetime(2031, 1, 1)
+
+
+async def test_not_takes_its_documented_one_element_list(coll: InMemoryCollection) -> None:
+    # https://www.mongodb.com/docs/manual/reference/operator/aggregation/not/: { $not: [ <expression> ] }
+    await coll.insert_one({"_id": 1, "yes": True})
+    stage = {
+        "$set": {
+            "listed": {"$not": [False]},
+            "listed_field": {"$not": ["$yes"]},
+            "listed_expression": {"$not": [{"$eq": [1, 2]}]},
+            "bare": {"$not": {"$lt": [1, 2]}},
+        }
+    }
+    assert await _after(coll, {"_id": 1}, [stage]) == {
+        "_id": 1,
+        "yes": True,
+        "listed": True,
+        "listed_field": False,
+        "listed_expression": True,
+        "bare": False,
+    }
