@@ -14,8 +14,10 @@ split between client and server the way pymongo draws it:
 Each request yields to the event loop once (``asyncio.sleep(0)``), as awaiting a real reply does.
 It interprets only the query shapes ``agent_framework_mongodb.checkpoints.queries`` builds:
 filters by ``_kind`` and scope with optional ``_id`` equality or ``sequence`` ``$gt``, sorts by
-``sequence``, and the counter's ``$set`` pipeline (``$add`` of ``$max`` and an increment). It is
-not a database; the in-process engine is the faithful double.
+``sequence``, the counter's ``$set`` pipeline (``$add`` of ``$max`` and an increment) and the
+checkpoint insert (an upsert with ``$setOnInsert`` that returns the stored identity). Its counters
+are always checked and never in a re-check grace: it measures the steady state. It is not a
+database; the in-process engine is the faithful double.
 
 ``CountingCollection`` wraps any collection (the in-process engine in the benchmark) and counts
 round trips: each awaited collection call, and each batch fetch of a cursor.
@@ -30,8 +32,8 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 import bson
-from pymongo.errors import DuplicateKeyError
-from pymongo.results import DeleteResult, InsertOneResult
+from pymongo.results import DeleteResult
+from pymongo.write_concern import WriteConcern
 
 from agent_framework_mongodb.checkpoints.queries import (
     ID_PROJECTION,
@@ -161,6 +163,13 @@ class InstantCollection:
     def document_count(self) -> int:
         return len(self._ids)
 
+    @property
+    def write_concern(self) -> WriteConcern:
+        return WriteConcern()
+
+    def with_options(self, **_options: Any) -> InstantCollection:
+        return self
+
     # -- the client's side: what the storage calls -------------------------------------------------
     async def _request(self, *parts: Any) -> None:
         bson.encode({"request": list(parts)})  # the command pymongo would encode and send
@@ -175,6 +184,8 @@ class InstantCollection:
         upsert: bool = False,
         **_options: Any,
     ) -> dict[str, Any] | None:
+        if isinstance(update, Mapping) and "$setOnInsert" in update:
+            return await self._insert_if_absent(filter, update["$setOnInsert"], projection)
         await self._request(filter, list(update), projection)
         if filter.get("_kind") != COUNTER_KIND:
             raise NotImplementedError("InstantCollection updates only sequence counters")
@@ -188,14 +199,19 @@ class InstantCollection:
         # Checked: a counter this double keeps never restarts below a retained sequence.
         return bson.decode(bson.encode({"sequence": sequence, "sequence_checked": True}))
 
-    async def insert_one(self, document: Mapping[str, Any], *_args: Any, **_kwargs: Any) -> InsertOneResult:
-        raw = bson.encode(document)  # pymongo's client-side encoding of the insert
+    async def _insert_if_absent(
+        self, filter: Mapping[str, Any], fields: Mapping[str, Any], projection: Any
+    ) -> dict[str, Any] | None:
+        # pymongo's client-side encoding of the findAndModify command, the document inside it.
+        bson.encode({"query": filter, "update": {"$setOnInsert": fields}, "fields": projection})
         await asyncio.sleep(0)
-        if document["_id"] in self._ids:
-            raise DuplicateKeyError("E11000 duplicate key error", 11000)
-        self._ids.add(document["_id"])
-        self._pending.append(raw)
-        return InsertOneResult(document["_id"], acknowledged=True)
+        if filter["_id"] in self._ids:
+            if self._pending:
+                self.settle()
+            return bson.decode(self._documents[filter["_id"]].reply(projection))
+        self._ids.add(filter["_id"])
+        self._pending.append(bson.encode({**filter, **fields}))  # what the server stores
+        return None
 
     def _run_of(self, query: Mapping[str, Any]) -> list[tuple[int, _Stored]]:
         if self._pending:
@@ -313,6 +329,14 @@ class CountingCollection:
     @property
     def database(self) -> Any:
         return self.inner.database
+
+    @property
+    def write_concern(self) -> Any:
+        return self.inner.write_concern
+
+    def with_options(self, **options: Any) -> CountingCollection:
+        self.inner = self.inner.with_options(**options)
+        return self
 
     def find(self, *args: Any, **kwargs: Any) -> _CountingCursor:
         return _CountingCursor(self, self.inner.find(*args, **kwargs))

@@ -203,6 +203,8 @@ def _retention_fields(expires_at: datetime | None) -> dict[str, Any]:
 
 
 def _in_grace(counter: Mapping[str, Any]) -> bool:
+    """Whether this allocation fell in the counter's grace, where marking it would be a wasted
+    round trip; both dates are the server's."""
     recheck_until = counter.get("recheck_until")
     allocated_at = counter.get("allocated_at")
     if not isinstance(recheck_until, datetime) or not isinstance(allocated_at, datetime):
@@ -211,8 +213,9 @@ def _in_grace(counter: Mapping[str, Any]) -> bool:
 
 
 def _is_trusted(counter: Mapping[str, Any]) -> bool:
-    """Whether this allocation may skip the recovery read."""
-    return counter.get("sequence_checked") is True and not _in_grace(counter)
+    """Whether this allocation may skip the recovery read. No check made during a counter's grace
+    marks it (the server decides that with ``$$NOW``), so a counter in its grace is never trusted."""
+    return counter.get("sequence_checked") is True
 
 
 def _sequence_of(document: Mapping[str, Any]) -> int:
