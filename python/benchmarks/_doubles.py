@@ -178,13 +178,13 @@ class InstantCollection:
     async def find_one_and_update(
         self,
         filter: Mapping[str, Any],
-        update: Sequence[Mapping[str, Any]],
+        update: Mapping[str, Any] | Sequence[Mapping[str, Any]],
         projection: Any = None,
         *,
         upsert: bool = False,
         **_options: Any,
     ) -> dict[str, Any] | None:
-        if isinstance(update, Mapping) and "$setOnInsert" in update:
+        if isinstance(update, Mapping):
             return await self._insert_if_absent(filter, update["$setOnInsert"], projection)
         await self._request(filter, list(update), projection)
         if filter.get("_kind") != COUNTER_KIND:

@@ -17,7 +17,7 @@ the driver's own text: that text can quote filters, hosts or credentials.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Generator, Mapping
 from contextlib import contextmanager
 from typing import ClassVar, Final, Literal
 
@@ -73,8 +73,8 @@ class MongoDBIntegrationError(WorkflowCheckpointException):
     category: ClassVar[str] = "integration"
     retryable: bool = False
 
-    def __init__(self, *args: object, retryable: bool | None = None) -> None:
-        super().__init__(*args)
+    def __init__(self, message: str, *, retryable: bool | None = None) -> None:
+        super().__init__(message)
         if retryable is not None:
             self.retryable = retryable
 
@@ -256,7 +256,7 @@ def translate_driver_error(
 
 
 @contextmanager
-def translated_driver_errors(*, operation: DriverOperation, action: str) -> Iterator[None]:
+def translated_driver_errors(*, operation: DriverOperation, action: str) -> Generator[None]:
     """Raise any driver failure inside the block as the package error ``translate_driver_error``
     picks, with the driver exception as ``__cause__``."""
     try:

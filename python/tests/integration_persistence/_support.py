@@ -37,6 +37,11 @@ class IntegrationCollection(Protocol):
     @property
     def database(self) -> Any: ...
 
+    @property
+    def write_concern(self) -> Any: ...
+
+    def with_options(self, *args: Any, **kwargs: Any) -> IntegrationCollection: ...
+
     async def find_one(self, filter: Any = None, *args: Any, **kwargs: Any) -> dict[str, Any] | None: ...
 
     def find(self, *args: Any, **kwargs: Any) -> CheckpointCursor: ...
@@ -214,6 +219,10 @@ def delete_command(collection_name: str, query: Mapping[str, Any], *, many: bool
     }
 
 
+COUNTER_RECHECK_GRACE_MS = 60_000
+"""The default options' grace (twice the 30 s operation timeout), in milliseconds."""
+
+
 def counter_allocation_command(
     collection_name: str, scope: RunScope, *, expires_at: datetime | None
 ) -> dict[str, Any]:
@@ -221,7 +230,11 @@ def counter_allocation_command(
     return {
         "findAndModify": collection_name,
         "query": counter_filter(scope),
-        "update": list(sequences._counter_pipeline(expires_at=expires_at, floor=None, increment=1)),
+        "update": list(
+            sequences._counter_pipeline(
+                expires_at=expires_at, floor=None, increment=1, grace_ms=COUNTER_RECHECK_GRACE_MS
+            )
+        ),
         "fields": dict(sequences._COUNTER_PROJECTION),
         "upsert": True,
         "new": True,

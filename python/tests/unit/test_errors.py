@@ -234,7 +234,7 @@ def test_is_transient(error: PyMongoError, transient: bool) -> None:
     assert is_transient_driver_error(error) is transient
 
 
-RETRYABLE: list[tuple[PyMongoError | InvalidDocument, DriverOperation, bool]] = [
+RETRYABLE: list[tuple[PyMongoError | InvalidDocument | InvalidBSON, DriverOperation, bool]] = [
     (AutoReconnect("reconnect"), "read", True),
     (AutoReconnect("reconnect"), "write", True),
     # Transient while provisioning is an index error, and still worth retrying.
@@ -258,7 +258,7 @@ RETRYABLE: list[tuple[PyMongoError | InvalidDocument, DriverOperation, bool]] = 
 
 @pytest.mark.parametrize(("error", "operation", "retryable"), RETRYABLE)
 def test_retryable_says_whether_the_same_call_may_succeed(
-    error: PyMongoError | InvalidDocument, operation: DriverOperation, retryable: bool
+    error: PyMongoError | InvalidDocument | InvalidBSON, operation: DriverOperation, retryable: bool
 ) -> None:
     translated = translate_driver_error(error, operation=operation, action="save a checkpoint")
     assert translated.retryable is retryable

@@ -94,12 +94,10 @@ class CheckpointCollection(Protocol):
         self, filter: Filter, projection: Projection, /, *, sort: Sort, limit: int, collation: Collation
     ) -> CheckpointCursor: ...
 
-    async def insert_one(self, document: Document, /) -> object: ...
-
     async def find_one_and_update(
         self,
         filter: Filter,
-        update: Sequence[Mapping[str, Any]],
+        update: Mapping[str, Any] | Sequence[Mapping[str, Any]],
         projection: Projection,
         /,
         *,

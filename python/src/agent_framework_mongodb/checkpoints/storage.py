@@ -9,7 +9,7 @@ client-side deadline (``operation_timeout``), all its round trips included.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Generator, Mapping
 from contextlib import contextmanager
 from types import TracebackType
 from typing import Any, Final
@@ -383,7 +383,7 @@ class MongoDBCheckpointStorage(CheckpointStorage):
     # -- Steps --------------------------------------------------------------------------
 
     @contextmanager
-    def _operation(self, name: str) -> Iterator[OperationRecord]:
+    def _operation(self, name: str) -> Generator[OperationRecord]:
         """One public operation: its completion record, under one deadline for all its round trips.
 
         A caller's enclosing ``pymongo.timeout`` block can only shorten the deadline.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from pymongo import IndexModel
 from pymongo.collation import Collation
@@ -22,6 +22,7 @@ from ._updates import compute_post_image, validate_update
 if TYPE_CHECKING:
     from ._client import InMemoryDatabase
 
+_Collection = TypeVar("_Collection", bound="CollectionBase")
 Filter = Mapping[str, Any]
 Update = Mapping[str, Any] | Sequence[Mapping[str, Any]]
 CollationArg = Collation | Mapping[str, Any] | None
@@ -71,7 +72,13 @@ class CollectionBase:
     def write_concern(self) -> WriteConcern:
         return WriteConcern()
 
-    def with_options(self, **_options: Any) -> CollectionBase:
+    def with_options(
+        self: _Collection,
+        codec_options: Any = None,
+        read_preference: Any = None,
+        write_concern: Any = None,
+        read_concern: Any = None,
+    ) -> _Collection:
         """Codec, read and write options are not simulated; the same collection is returned."""
         return self
 
