@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Protocol
@@ -132,6 +133,29 @@ async def save_chain(storage: MongoDBCheckpointStorage, count: int, *, prefix: s
         ids.append(checkpoint_id)
         previous = checkpoint_id
     return ids
+
+
+# -- sequences ----------------------------------------------------------------------------
+#
+# ADR 0006 promises unique, positive, increasing sequences, not contiguous ones: an identical
+# retry and a collision on the sequence index each spend a number, and a real server interleaves
+# concurrent saves differently from the in-process engine. These checks assert only the promise.
+
+
+def assert_valid_sequences(sequences_by_id: Mapping[str, int], *, count: int) -> None:
+    """``count`` checkpoints, each with its own positive sequence."""
+    assert len(sequences_by_id) == count, f"{len(sequences_by_id)} checkpoints stored, expected {count}"
+    values = list(sequences_by_id.values())
+    assert all(value > 0 for value in values), f"a sequence is not positive: {sequences_by_id}"
+    assert len(set(values)) == len(values), f"two checkpoints share a sequence: {sequences_by_id}"
+
+
+def assert_in_save_order(sequences_by_id: Mapping[str, int], saved: Sequence[str]) -> None:
+    """Saves made one after another (each returned before the next began) got increasing numbers."""
+    in_order = [sequences_by_id[checkpoint_id] for checkpoint_id in saved]
+    assert all(earlier < later for earlier, later in itertools.pairwise(in_order)), (
+        f"sequences do not follow the save order {list(saved)}: {in_order}"
+    )
 
 
 # -- explain ------------------------------------------------------------------------------

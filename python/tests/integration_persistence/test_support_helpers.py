@@ -1,9 +1,10 @@
-"""The suite's explain reader (``uses_id_index``) on hand-written input: runs everywhere, server or not.
+"""The suite's own checks, on hand-written input: they run everywhere, server or not.
 
 ``uses_id_index`` reads explain output only a real server produces, so it is checked here against
 the shapes servers report. The express shapes follow mongodb/mongo
 ``src/mongo/db/query/plan_explainer_express.cpp`` (one stage, named after the write stage or the
-iterator, with ``keyPattern`` and ``indexName``); see ``_support.EXPRESS_STAGES``.
+iterator, with ``keyPattern`` and ``indexName``); see ``_support.EXPRESS_STAGES``. The sequence
+checks must reject what ADR 0006 forbids and accept the gaps it allows.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from ._support import uses_id_index, winning_plan_stages
+from ._support import assert_in_save_order, assert_valid_sequences, uses_id_index, winning_plan_stages
 
 
 def explain_of(winning_plan: Mapping[str, Any]) -> dict[str, Any]:
@@ -111,3 +112,34 @@ def test_stages_are_listed_outermost_first_without_filters_or_rejected_plans() -
     explain["queryPlanner"]["rejectedPlans"] = [{"stage": "COLLSCAN"}]
 
     assert [stage["stage"] for stage in winning_plan_stages(explain)] == ["LIMIT", "FETCH", "IXSCAN"]
+
+
+# -- sequences ------------------------------------------------------------------------------
+
+
+def test_gaps_are_valid_sequences_in_save_order() -> None:
+    sequences_by_id = {"a": 1, "b": 4, "c": 9}
+
+    assert_valid_sequences(sequences_by_id, count=3)
+    assert_in_save_order(sequences_by_id, ["a", "b", "c"])
+
+
+@pytest.mark.parametrize(
+    ("sequences_by_id", "count"),
+    [
+        ({"a": 1, "b": 1}, 2),
+        ({"a": 0, "b": 2}, 2),
+        ({"a": -3, "b": 2}, 2),
+        ({"a": 1, "b": 2}, 3),
+    ],
+    ids=["shared", "zero", "negative", "missing-checkpoint"],
+)
+def test_invalid_sequences_are_rejected(sequences_by_id: dict[str, int], count: int) -> None:
+    with pytest.raises(AssertionError):
+        assert_valid_sequences(sequences_by_id, count=count)
+
+
+@pytest.mark.parametrize("saved", [["b", "a", "c"], ["a", "c", "b"]], ids=["first-pair", "last-pair"])
+def test_sequences_against_the_save_order_are_rejected(saved: list[str]) -> None:
+    with pytest.raises(AssertionError):
+        assert_in_save_order({"a": 1, "b": 4, "c": 9}, saved)
