@@ -1,7 +1,7 @@
 """MongoDBCheckpointStorage against a real MongoDB server (``MONGODB_URI``); see conftest.py.
 
-Everything here skips without ``MONGODB_URI``. With ``AFM_INTEGRATION_ENGINE=1`` the same tests
-run on the in-process engine, except the ``explain`` tests, which need a server's planner.
+Without ``MONGODB_URI`` (or with ``AFM_INTEGRATION_ENGINE=1``) the same tests run on the in-process
+engine, except the ``explain`` tests, which need a server's planner and skip.
 
 Sequences are checked as ADR 0006 promises them (unique, positive, increasing in the order saves
 returned), never as contiguous numbers: retries and collisions spend numbers, and a server
