@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Protocol
@@ -139,10 +140,49 @@ async def save_chain(storage: MongoDBCheckpointStorage, count: int, *, prefix: s
     return ids
 
 
+# -- sequences ----------------------------------------------------------------------------
+#
+# ADR 0006 promises unique, positive, increasing sequences, not contiguous ones: an identical
+# retry and a collision on the sequence index each spend a number, and a real server interleaves
+# concurrent saves differently from the in-process engine. These checks assert only the promise.
+
+
+def assert_valid_sequences(sequences_by_id: Mapping[str, int], *, count: int) -> None:
+    """``count`` checkpoints, each with its own positive sequence."""
+    assert len(sequences_by_id) == count, f"{len(sequences_by_id)} checkpoints stored, expected {count}"
+    values = list(sequences_by_id.values())
+    assert all(value > 0 for value in values), f"a sequence is not positive: {sequences_by_id}"
+    assert len(set(values)) == len(values), f"two checkpoints share a sequence: {sequences_by_id}"
+
+
+def assert_in_save_order(sequences_by_id: Mapping[str, int], saved: Sequence[str]) -> None:
+    """Saves made one after another (each returned before the next began) got increasing numbers."""
+    in_order = [sequences_by_id[checkpoint_id] for checkpoint_id in saved]
+    assert all(earlier < later for earlier, later in itertools.pairwise(in_order)), (
+        f"sequences do not follow the save order {list(saved)}: {in_order}"
+    )
+
+
 # -- explain ------------------------------------------------------------------------------
 
-ID_INDEX_STAGES = frozenset({"IDHACK", "EXPRESS_IXSCAN", "EXPRESS_UPDATE", "EXPRESS_DELETE"})
-"""Stages that serve an ``_id`` point lookup without naming an ``IXSCAN`` (classic and 8.0 express)."""
+ID_INDEX_NAME = "_id_"
+"""The name MongoDB gives every collection's ``_id`` index."""
+
+EXPRESS_STAGES = frozenset({"EXPRESS_IXSCAN", "EXPRESS_UPDATE", "EXPRESS_DELETE"})
+"""MongoDB 8.0's express path: a point lookup reported without an ``IXSCAN`` stage.
+
+The express explainer (mongodb/mongo ``src/mongo/db/query/plan_explainer_express.cpp``, with
+``IteratorStats::appendDataAccessStats`` in ``plan_explainer_express.h``) reports one stage: the
+write stage's name (``EXPRESS_UPDATE``/``EXPRESS_DELETE``) or else the iterator's
+(``EXPRESS_IXSCAN``), with the iterator's ``keyPattern`` and ``indexName`` beside it. The
+iterators in ``src/mongo/db/exec/express/express_plan.h`` name the index they used:
+``IdLookupViaIndex`` sets ``_id_`` and ``{ _id: 1 }``, while ``LookupViaUserIndex`` also reports
+``EXPRESS_IXSCAN`` but with the user index's name, so the stage name alone does not say ``_id``.
+(``EXPRESS_CLUSTERED_IXSCAN``, on a clustered collection, names no index and is not accepted.)
+"""
+
+IDHACK_STAGE = "IDHACK"
+"""The classic engine's ``_id`` fast path (8.0 mostly takes the express path instead); always ``_id_``."""
 
 
 def winning_plan_stages(explain: Mapping[str, Any]) -> list[Mapping[str, Any]]:
@@ -177,10 +217,17 @@ def index_scans(stages: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
 
 
 def uses_id_index(stages: Sequence[Mapping[str, Any]]) -> bool:
-    """Whether the plan finds its document through the ``_id`` index."""
-    if any(stage["stage"] in ID_INDEX_STAGES for stage in stages):
-        return True
-    return any(stage.get("indexName") == "_id_" for stage in index_scans(stages))
+    """Whether the plan finds its document through the ``_id`` index.
+
+    ``IDHACK`` always does; an ``IXSCAN`` or an express stage does when it names ``_id_``.
+    """
+    for stage in stages:
+        name = stage["stage"]
+        if name == IDHACK_STAGE:
+            return True
+        if (name == "IXSCAN" or name in EXPRESS_STAGES) and stage.get("indexName") == ID_INDEX_NAME:
+            return True
+    return False
 
 
 def sort_document(sort: Sequence[tuple[str, int]]) -> dict[str, int]:

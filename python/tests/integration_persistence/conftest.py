@@ -1,18 +1,21 @@
-"""Fixtures of the real-MongoDB integration suite (marker ``integration_persistence``).
+"""Fixtures of the integration suite (marker ``integration_persistence``).
 
-Environment:
+The suite runs in every test run, against whichever target the environment names:
 
-``MONGODB_URI``
-    The server to test against. Without it every test of this suite skips.
+``MONGODB_URI`` set
+    The tests run against that server, ``explain`` tests included.
+``MONGODB_URI`` unset (the default ``pytest`` run)
+    The tests run against the in-process engine
+    (``agent_framework_mongodb.testing.InMemoryMongoClient``), so the suite cannot rot while no
+    server is at hand. The ``explain`` tests skip, since the engine has no query planner.
+``AFM_INTEGRATION_ENGINE=1``
+    Forces the engine even when ``MONGODB_URI`` is set.
 ``MONGODB_DATABASE``
     The database holding the throw-away collections; ``agent_framework_test`` by default.
-``AFM_INTEGRATION_ENGINE=1``
-    Self-check of the suite's own logic without a server: the tests run against the in-process
-    engine (``agent_framework_mongodb.testing.InMemoryMongoClient``) instead, and the ``explain``
-    tests skip, since the engine has no query planner. Takes precedence over ``MONGODB_URI``.
 
 Each test gets its own collection ``test-checkpoint-<uuid4 hex>``, dropped in the fixture's
-teardown even when the test fails; the client is closed afterwards.
+teardown even when the test fails; the client is closed afterwards. A passing engine run says the
+suite's logic holds; only a run against a server says MongoDB agrees.
 """
 
 from __future__ import annotations
@@ -29,19 +32,22 @@ from agent_framework_mongodb.testing import InMemoryMongoClient
 from ._support import DEFAULT_DATABASE, IntegrationCollection, MongoTarget
 
 ENGINE_VARIABLE = "AFM_INTEGRATION_ENGINE"
+SERVER_SELECTION_TIMEOUT_MS = 10_000
 
 
 @pytest.fixture
 async def target() -> AsyncIterator[MongoTarget]:
     """A fresh, uniquely named collection on the server (or the engine), dropped afterwards."""
-    use_engine = os.environ.get(ENGINE_VARIABLE) == "1"
     uri = os.environ.get("MONGODB_URI")
-    if not use_engine and not uri:
-        pytest.skip("MONGODB_URI is not set: the real-MongoDB integration suite is skipped.")
+    use_engine = os.environ.get(ENGINE_VARIABLE) == "1" or not uri
     database_name = os.environ.get("MONGODB_DATABASE") or DEFAULT_DATABASE
     collection_name = f"test-checkpoint-{uuid.uuid4().hex}"
     client: AsyncMongoClient[dict[str, object]] | InMemoryMongoClient
-    client = InMemoryMongoClient() if use_engine else AsyncMongoClient(uri)
+    if use_engine:
+        client = InMemoryMongoClient()
+    else:
+        # Fail within seconds, not pymongo's default 30, when the server cannot be reached.
+        client = AsyncMongoClient(uri, serverSelectionTimeoutMS=SERVER_SELECTION_TIMEOUT_MS)
     try:
         database = client[database_name]
         collection: IntegrationCollection = database[collection_name]
@@ -62,5 +68,8 @@ async def target() -> AsyncIterator[MongoTarget]:
 def server(target: MongoTarget) -> MongoTarget:
     """The target, for tests that need a real server's query planner (``explain``)."""
     if not target.real_server:
-        pytest.skip("explain needs a real MongoDB server; the in-process engine has no planner.")
+        pytest.skip(
+            "explain needs a real MongoDB server's query planner; this run uses the in-process "
+            f"engine (set MONGODB_URI, and leave {ENGINE_VARIABLE} unset, to run it)."
+        )
     return target

@@ -1,7 +1,11 @@
 """MongoDBCheckpointStorage against a real MongoDB server (``MONGODB_URI``); see conftest.py.
 
-Everything here skips without ``MONGODB_URI``. With ``AFM_INTEGRATION_ENGINE=1`` the same tests
-run on the in-process engine, except the ``explain`` tests, which need a server's planner.
+Without ``MONGODB_URI`` (or with ``AFM_INTEGRATION_ENGINE=1``) the same tests run on the in-process
+engine, except the ``explain`` tests, which need a server's planner and skip.
+
+Sequences are checked as ADR 0006 promises them (unique, positive, increasing in the order saves
+returned), never as contiguous numbers: retries and collisions spend numbers, and a server
+interleaves concurrent saves differently from the engine.
 """
 
 from __future__ import annotations
@@ -48,6 +52,8 @@ from agent_framework_mongodb.checkpoints.scope import RunScope
 from ._support import (
     WORKFLOW,
     MongoTarget,
+    assert_in_save_order,
+    assert_valid_sequences,
     checkpoint,
     counter_allocation_command,
     delete_command,
@@ -64,6 +70,7 @@ pytestmark = pytest.mark.integration_persistence
 
 INDEX_NAMES = {spec.name for spec in CHECKPOINT_INDEXES}
 SCOPED_INDEX_NAMES = {IDENTITY_INDEX.name, SEQUENCE_INDEX.name, LINEAGE_INDEX.name}
+RECOVERY_RETAINED = 50
 
 
 def scope_of(storage: MongoDBCheckpointStorage) -> RunScope:
@@ -73,7 +80,10 @@ def scope_of(storage: MongoDBCheckpointStorage) -> RunScope:
 async def stored_sequences(target: MongoTarget, storage: MongoDBCheckpointStorage) -> dict[str, int]:
     """checkpoint_id → sequence of every stored checkpoint of the storage's run."""
     cursor = target.collection.find(run_filter(scope_of(storage)), ID_PROJECTION, collation=SIMPLE_COLLATION)
-    return {str(doc["checkpoint_id"]): int(doc["sequence"]) for doc in await cursor.to_list(None)}
+    documents = await cursor.to_list(None)
+    sequences_by_id = {str(doc["checkpoint_id"]): int(doc["sequence"]) for doc in documents}
+    assert len(sequences_by_id) == len(documents), "one checkpoint id is stored twice"
+    return sequences_by_id
 
 
 async def raw_checkpoint(
@@ -228,7 +238,9 @@ async def test_order_is_save_order_whatever_the_timestamps(target: MongoTarget) 
     latest = await storage.get_latest(workflow_name=WORKFLOW)
     assert latest is not None
     assert latest.checkpoint_id == "b"
-    assert sorted((await stored_sequences(target, storage)).values()) == [1, 2, 3, 4]
+    sequences_by_id = await stored_sequences(target, storage)
+    assert_valid_sequences(sequences_by_id, count=4)
+    assert_in_save_order(sequences_by_id, saved)
 
 
 async def test_pages_follow_cursors_to_the_last_page(target: MongoTarget) -> None:
@@ -352,7 +364,7 @@ async def test_counter_expiry_moves_only_forward_and_permanent_dominates(target:
 # -- concurrency ----------------------------------------------------------------------------
 
 
-async def test_concurrent_saves_receive_sequences_one_to_twenty(target: MongoTarget) -> None:
+async def test_concurrent_first_saves_receive_unique_sequences(target: MongoTarget) -> None:
     await target.storage().ensure_indexes()
     storages = [target.storage() for _ in range(20)]
 
@@ -362,28 +374,42 @@ async def test_concurrent_saves_receive_sequences_one_to_twenty(target: MongoTar
 
     assert sorted(saved) == [f"parallel-{index:02d}" for index in range(20)]
     sequences_by_id = await stored_sequences(target, storages[0])
-    assert sorted(sequences_by_id.values()) == list(range(1, 21))
+    assert_valid_sequences(sequences_by_id, count=20)
     listed = await storages[0].list_checkpoint_ids(workflow_name=WORKFLOW)
     assert listed == sorted(sequences_by_id, key=sequences_by_id.__getitem__)
+    counter = await raw_counter(target, storages[0])
+    assert counter["sequence"] >= max(sequences_by_id.values()), "the counter is behind a stored sequence"
+    # A save that starts after the gathered ones returned comes after all of them.
+    await storages[0].save(checkpoint("afterwards"))
+    assert await storages[0].list_checkpoint_ids(workflow_name=WORKFLOW) == [*listed, "afterwards"]
 
 
 async def test_concurrent_saves_recover_after_the_counter_is_deleted(target: MongoTarget) -> None:
     await target.storage().ensure_indexes()
     storage = target.storage()
-    await save_chain(storage, 20, prefix="before")
+    # More retained checkpoints than the savers below could step past by retrying collisions
+    # alone (10 savers x 4 attempts): only reading the retained maximum gets them above it.
+    before_ids = await save_chain(storage, RECOVERY_RETAINED, prefix="before")
+    # As TTL or an operator may remove it while the run's checkpoints remain.
     deleted = await target.collection.delete_one(counter_filter(scope_of(storage)))
     assert deleted.deleted_count == 1
 
     await asyncio.gather(*(target.storage().save(checkpoint(f"after-{index:02d}")) for index in range(10)))
 
     sequences_by_id = await stored_sequences(target, storage)
-    before = sorted(value for key, value in sequences_by_id.items() if key.startswith("before"))
-    after = sorted(value for key, value in sequences_by_id.items() if key.startswith("after"))
-    assert before == list(range(1, 21))
-    assert after == list(range(21, 31)), "a recovered counter restarted below retained sequences"
+    assert_valid_sequences(sequences_by_id, count=RECOVERY_RETAINED + 10)
+    assert_in_save_order(sequences_by_id, before_ids)
+    before = [sequences_by_id[checkpoint_id] for checkpoint_id in before_ids]
+    after = [value for key, value in sequences_by_id.items() if key.startswith("after")]
+    assert len(after) == 10
+    assert min(after) > max(before), "a recovered counter restarted below retained sequences"
     counter = await raw_counter(target, storage)
-    assert counter["sequence"] == 30
-    assert counter["sequence_checked"] is True
+    assert counter["sequence"] >= max(sequences_by_id.values()), "the counter is behind a stored sequence"
+    listed = await storage.list_checkpoint_ids(workflow_name=WORKFLOW)
+    assert listed[:RECOVERY_RETAINED] == before_ids
+    # The recovered counter keeps serving: the next save comes after every checkpoint.
+    await storage.save(checkpoint("final"))
+    assert (await storage.list_checkpoint_ids(workflow_name=WORKFLOW)) == [*listed, "final"]
 
 
 # -- lifecycle and idempotency --------------------------------------------------------------
@@ -406,7 +432,11 @@ async def test_clear_run_deletes_the_run_and_its_counter_only(target: MongoTarge
     again = await storage.clear_run()
     assert (again.checkpoints_deleted, again.counter_deleted) == (0, 0)
     await storage.save(checkpoint("fresh"))
-    assert await stored_sequences(target, storage) == {"fresh": 1}
+    await storage.save(checkpoint("fresher", previous="fresh"))
+    assert await storage.list_checkpoint_ids(workflow_name=WORKFLOW) == ["fresh", "fresher"]
+    sequences_by_id = await stored_sequences(target, storage)
+    assert_valid_sequences(sequences_by_id, count=2)
+    assert_in_save_order(sequences_by_id, ["fresh", "fresher"])
 
 
 async def test_identical_retries_are_idempotent_and_different_content_conflicts(target: MongoTarget) -> None:
@@ -415,11 +445,16 @@ async def test_identical_retries_are_idempotent_and_different_content_conflicts(
     original = checkpoint("retry-me", state={"answer": 42})
 
     first = await storage.save(original)
+    first_sequences = await stored_sequences(target, storage)
     retries = await asyncio.gather(*(target.storage().save(original) for _ in range(5)))
 
     assert first == "retry-me"
     assert retries == ["retry-me"] * 5
-    assert await stored_sequences(target, storage) == {"retry-me": 1}
+    assert_valid_sequences(first_sequences, count=1)
+    # Retries may spend sequence numbers (ADR 0006) but never store or move the checkpoint.
+    assert await stored_sequences(target, storage) == first_sequences
+    await storage.save(checkpoint("next", previous="retry-me"))
+    assert await storage.list_checkpoint_ids(workflow_name=WORKFLOW) == ["retry-me", "next"]
     stored = await raw_checkpoint(target, storage, "retry-me")
     with pytest.raises(MongoDBConcurrencyError):
         await storage.save(checkpoint("retry-me", state={"answer": 43}))
@@ -505,7 +540,9 @@ async def test_plan_latest_and_retained_maximum_walk_the_sequence_index_backward
 
 async def test_plan_pages_walk_the_sequence_index_with_and_without_a_cursor(seeded: Seeded) -> None:
     limit = 10
-    for after in (None, 20):
+    # Sequences may have gaps: position the cursor on the 20th checkpoint's own sequence.
+    twentieth = (await stored_sequences(seeded.target, seeded.storage))[seeded.ids[19]]
+    for after, remaining in ((None, 40), (twentieth, 20)):
         for projection, size in ((PAYLOAD_PROJECTION, limit), (ID_PROJECTION, 1000)):
             command = find_command(
                 seeded.target.collection_name,
@@ -517,7 +554,7 @@ async def test_plan_pages_walk_the_sequence_index_with_and_without_a_cursor(seed
             )
             explain = await seeded.target.explain(command)
             assert_sequence_index(explain)
-            expected = min(size, 40 - (after or 0))
+            expected = min(size, remaining)
             assert explain["executionStats"]["nReturned"] == expected
             assert docs_examined(explain) == expected
 

@@ -3,7 +3,7 @@
 10,000 checkpoints across 100 runs share the collection with the run under test. For each shape the
 storage issues, ``explain("executionStats")`` must show an index scan on the intended index, no
 in-memory SORT, and keys and documents examined bounded by what the operation returns, not by the
-size of the collection. Needs a real server (``MONGODB_URI``); skipped otherwise.
+size of the collection. Needs a real server (``MONGODB_URI``); skipped on the in-process engine.
 """
 
 from __future__ import annotations
