@@ -1,0 +1,134 @@
+"""Every storage operation runs under one client-side deadline: ``operation_timeout``.
+
+Checked with pymongo's real ``AsyncMongoClient`` against local sockets: a port that refuses and a
+listener that accepts but never answers (a hung server). pymongo's own default would wait 30 s
+for server selection; under the storage's deadline the call ends in about ``operation_timeout``
+with a retryable ``MongoDBTimeoutError``. Bounds are generous: these machines are shared.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import socket
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from typing import Any
+
+import pymongo
+import pytest
+from pymongo import AsyncMongoClient
+from pymongo.errors import PyMongoError
+
+from agent_framework_mongodb import MongoDBCheckpointStorage, MongoDBTimeoutError
+
+from ._support import WORKFLOW, make_checkpoint, make_options
+
+# A connection attempt that pymongo abandons at the deadline leaves its socket to the garbage
+# collector, which warns about it later, in whichever test runs then. The sockets are pymongo's.
+pytestmark = [
+    pytest.mark.filterwarnings("ignore::ResourceWarning"),
+    pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning"),
+]
+
+TIMEOUT = 0.5
+
+
+@pytest.fixture(autouse=True)
+def _collect_abandoned_sockets() -> Iterator[None]:
+    yield
+    gc.collect()  # while this module's filters still apply
+LATE = 10.0
+"""Far below pymongo's 30 s server-selection default, far above the deadline."""
+
+Operation = Callable[[MongoDBCheckpointStorage], Awaitable[object]]
+OPERATIONS: dict[str, Operation] = {
+    "save": lambda storage: storage.save(make_checkpoint("cp-timeout")),
+    "load": lambda storage: storage.load("cp-timeout"),
+    "get_latest": lambda storage: storage.get_latest(workflow_name=WORKFLOW),
+    "list_checkpoint_ids": lambda storage: storage.list_checkpoint_ids(workflow_name=WORKFLOW),
+    "delete": lambda storage: storage.delete("cp-timeout"),
+    "clear_run": lambda storage: storage.clear_run(),
+    "ensure_indexes": lambda storage: storage.ensure_indexes(),
+}
+
+
+def _refusing_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port
+
+
+@pytest.fixture
+async def hung_server() -> AsyncIterator[int]:
+    """A listener that accepts connections and never sends a byte."""
+    held: list[asyncio.StreamWriter] = []
+
+    async def accept(_reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        held.append(writer)
+
+    server = await asyncio.start_server(accept, "127.0.0.1", 0)
+    port: int = server.sockets[0].getsockname()[1]
+    yield port
+    for writer in held:
+        writer.close()
+    server.close()
+    await server.wait_closed()
+
+
+async def _timed(uri: str, operation: Operation, **options: Any) -> tuple[float, MongoDBTimeoutError]:
+    client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(uri, connect=False)
+    storage = MongoDBCheckpointStorage(mongo_client=client, options=make_options(**options))
+    started = time.monotonic()
+    try:
+        with pytest.raises(MongoDBTimeoutError) as raised:
+            await operation(storage)
+        return time.monotonic() - started, raised.value
+    finally:
+        await client.close()
+
+
+@pytest.mark.parametrize("name", list(OPERATIONS))
+async def test_an_unreachable_server_ends_each_operation_at_its_deadline(name: str) -> None:
+    elapsed, error = await _timed(
+        f"mongodb://127.0.0.1:{_refusing_port()}/", OPERATIONS[name], operation_timeout=TIMEOUT
+    )
+
+    assert TIMEOUT * 0.8 <= elapsed < LATE, elapsed
+    assert error.retryable is True
+    assert isinstance(error.__cause__, PyMongoError)
+    assert error.__cause__.timeout
+
+
+async def test_a_hung_server_cannot_hold_an_operation_past_its_deadline(hung_server: int) -> None:
+    elapsed, error = await _timed(
+        f"mongodb://127.0.0.1:{hung_server}/", OPERATIONS["save"], operation_timeout=TIMEOUT
+    )
+
+    assert TIMEOUT * 0.8 <= elapsed < LATE, elapsed
+    assert error.retryable is True
+
+
+async def test_a_callers_enclosing_deadline_can_only_shorten_it() -> None:
+    async def load_within_a_shorter_block(storage: MongoDBCheckpointStorage) -> object:
+        with pymongo.timeout(TIMEOUT):
+            return await storage.load("cp-timeout")
+
+    elapsed, _ = await _timed(
+        f"mongodb://127.0.0.1:{_refusing_port()}/", load_within_a_shorter_block, operation_timeout=60
+    )
+
+    assert elapsed < LATE, elapsed
+
+
+async def test_the_default_deadline_replaces_the_clients_timeout_ms_for_the_storage() -> None:
+    # timeoutMS on the client is pymongo's default for operations without a block; the storage
+    # states its own. A client timeoutMS far above the option does not keep an operation waiting.
+    elapsed, _ = await _timed(
+        f"mongodb://127.0.0.1:{_refusing_port()}/?timeoutMS=120000",
+        OPERATIONS["load"],
+        operation_timeout=TIMEOUT,
+    )
+
+    assert elapsed < LATE, elapsed
