@@ -9,8 +9,10 @@ from typing import Any
 
 import pytest
 from agent_framework import WorkflowCheckpointException
+from bson.errors import InvalidBSON, InvalidDocument
 from pymongo.errors import (
     AutoReconnect,
+    DocumentTooLarge,
     ExecutionTimeout,
     NetworkTimeout,
     NotPrimaryError,
@@ -27,6 +29,7 @@ from agent_framework_mongodb import (
     MongoDBConfigurationError,
     MongoDBIndexError,
     MongoDBIntegrationError,
+    MongoDBMappingError,
     MongoDBPersistenceError,
     MongoDBRetrievalError,
     MongoDBSerializationError,
@@ -420,3 +423,28 @@ def test_for_session_with_an_invalid_session_is_refused(
 ) -> None:
     with pytest.raises(MongoDBConfigurationError):
         proxied_storage.for_session(session_id)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("error", "expected"),
+    [
+        (DocumentTooLarge("BSON document too large"), MongoDBSerializationError),
+        (InvalidDocument("cannot encode object"), MongoDBSerializationError),
+        (InvalidBSON("bad reply"), MongoDBMappingError),
+    ],
+    ids=["document-too-large", "invalid-document", "invalid-bson"],
+)
+async def test_bson_errors_from_the_driver_are_translated(
+    collection: InMemoryCollection, error: Exception, expected: type[MongoDBIntegrationError]
+) -> None:
+    # BSONError is not a PyMongoError: DocumentTooLarge and InvalidDocument used to escape as is.
+    proxy = ProxyCollection(collection)
+    storage = make_storage(proxy)
+    proxy.fail(INSERT, error)
+
+    with pytest.raises(MongoDBIntegrationError) as raised:
+        await storage.save(make_checkpoint("cp-bson"))
+
+    assert type(raised.value) is expected
+    assert raised.value.__cause__ is error
+    assert raised.value.retryable is False

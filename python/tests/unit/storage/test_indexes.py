@@ -5,13 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from pymongo.errors import DuplicateKeyError
 
 from agent_framework_mongodb import (
     MongoDBCheckpointStorage,
+    MongoDBIndexError,
     MongoDBIndexMismatchError,
     MongoDBIndexMissingError,
 )
-from agent_framework_mongodb.checkpoints.indexes import CHECKPOINT_INDEXES
+from agent_framework_mongodb.checkpoints.indexes import CHECKPOINT_INDEXES, collation_conflict
 from agent_framework_mongodb.testing import InMemoryCollection
 
 from ._support import (
@@ -171,3 +173,61 @@ async def test_unique_identity_index_holds_with_indexes_ensured(
     await storage.save(checkpoint)
 
     assert await storage.list_checkpoint_ids(workflow_name=WORKFLOW) == ["cp-unique"]
+
+
+async def test_a_unique_index_over_existing_duplicates_is_an_index_error(
+    collection: InMemoryCollection,
+) -> None:
+    # Two stored checkpoints of one run with the same sequence (written before the unique index
+    # existed): building it fails with a duplicate key, which is a provisioning failure, not a
+    # write race, and nothing is retried as if it were one.
+    storage = make_storage(collection)
+    await save_chain(storage, 2)
+    for checkpoint_id in ("cp-000", "cp-001"):
+        await collection.update_one({"checkpoint_id": checkpoint_id}, {"$set": {"sequence": 7}})
+
+    with pytest.raises(MongoDBIndexError) as raised:
+        await storage.ensure_indexes()
+
+    assert type(raised.value) is MongoDBIndexError
+    assert raised.value.retryable is False
+    assert isinstance(raised.value.__cause__, DuplicateKeyError)
+
+
+SERVER_LISTED_ID_INDEX_WITH_COLLATION = {
+    "v": 2,
+    "key": {"_id": 1},
+    "name": "_id_",
+    "collation": {
+        "locale": "fr",
+        "caseLevel": False,
+        "caseFirst": "off",
+        "strength": 3,
+        "numericOrdering": False,
+        "alternate": "non-ignorable",
+        "maxVariable": "punct",
+        "normalization": False,
+        "backwards": False,
+        "version": "57.1",
+    },
+}
+
+
+@pytest.mark.parametrize(
+    ("listed", "refused"),
+    [
+        ({"_id_": SERVER_LISTED_ID_INDEX_WITH_COLLATION}, True),
+        ({"_id_": {"v": 2, "key": {"_id": 1}, "name": "_id_"}}, False),
+        ({"_id_": {"v": 2, "key": {"_id": 1}, "name": "_id_", "collation": {"locale": "simple"}}}, False),
+        ({}, False),  # the collection does not exist yet
+    ],
+    ids=["fr-default", "no-collation", "simple", "no-collection"],
+)
+def test_a_default_collation_is_read_from_the_listed_id_index(
+    listed: dict[str, dict[str, Any]], refused: bool
+) -> None:
+    conflict = collation_conflict(listed)
+    assert (conflict is not None) is refused
+    if conflict is not None:
+        assert "'fr'" in conflict
+        assert "default collation" in conflict

@@ -38,6 +38,8 @@ TIMEOUT = 0.5
 def _collect_abandoned_sockets() -> Iterator[None]:
     yield
     gc.collect()  # while this module's filters still apply
+
+
 LATE = 10.0
 """Far below pymongo's 30 s server-selection default, far above the deadline."""
 
