@@ -8,23 +8,42 @@ from types import TracebackType
 from typing import Any
 
 import mongomock_ng
+from bson.codec_options import CodecOptions
 from pymongo.errors import ConfigurationError, InvalidOperation
+from pymongo.read_concern import ReadConcern
+from pymongo.write_concern import WriteConcern
 
 from ._codec import client_options
 from ._collection import InMemoryCollection
 from ._errors import command_error
 from ._faults import FaultPlan
+from ._options import ReadPreferenceMode, Settings, client_settings
+from ._state import CollectionState
 
 SERVER_VERSION = "7.0.0"
 _SCRATCH_DB = "__in_memory_scratch__"
 
 
 class InMemoryDatabase:
-    """A database of an :class:`InMemoryMongoClient`; duck-types ``AsyncDatabase``."""
+    """A database of an :class:`InMemoryMongoClient`; duck-types ``AsyncDatabase``.
 
-    def __init__(self, client: InMemoryMongoClient, name: str) -> None:
+    Like pymongo's, a database object carries codec options, read preference, write concern and
+    read concern, taken from the client unless given; objects for the same name share the data.
+    """
+
+    def __init__(
+        self,
+        client: InMemoryMongoClient,
+        name: str,
+        *,
+        codec_options: CodecOptions[Any] | None = None,
+        read_preference: ReadPreferenceMode | None = None,
+        write_concern: WriteConcern | None = None,
+        read_concern: ReadConcern | None = None,
+    ) -> None:
         self._client = client
         self._name = name
+        self._settings = client.settings.derive(codec_options, read_preference, write_concern, read_concern)
         self._collections: dict[str, InMemoryCollection] = {}
 
     @property
@@ -36,12 +55,40 @@ class InMemoryDatabase:
         return self._client
 
     @property
+    def settings(self) -> Settings:
+        return self._settings
+
+    @property
+    def codec_options(self) -> CodecOptions[Any]:
+        return self._settings.codec_options
+
+    @property
+    def read_preference(self) -> ReadPreferenceMode:
+        return self._settings.read_preference
+
+    @property
+    def write_concern(self) -> WriteConcern:
+        return self._settings.write_concern
+
+    @property
+    def read_concern(self) -> ReadConcern:
+        return self._settings.read_concern
+
+    @property
     def backend(self) -> Any:
         """The mongomock_ng database holding this database's documents."""
         return self._client.backend[self._name]
 
     def __repr__(self) -> str:
         return f"InMemoryDatabase({self._client!r}, {self._name!r})"
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, InMemoryDatabase):
+            return self._client is other.client and self._name == other.name
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((id(self._client), self._name))
 
     def __getitem__(self, name: str) -> InMemoryCollection:
         return self.get_collection(name)
@@ -51,16 +98,52 @@ class InMemoryDatabase:
             raise AttributeError(f"InMemoryDatabase has no attribute {name!r}")
         return self.get_collection(name)
 
-    def get_collection(self, name: str, **_options: Any) -> InMemoryCollection:
-        """The collection ``name``; codec, read and write options are accepted and ignored."""
+    def get_collection(
+        self,
+        name: str,
+        codec_options: CodecOptions[Any] | None = None,
+        read_preference: ReadPreferenceMode | None = None,
+        write_concern: WriteConcern | None = None,
+        read_concern: ReadConcern | None = None,
+    ) -> InMemoryCollection:
+        """A view of the collection ``name`` with these settings (this database's when None).
+
+        Without settings the same view is returned each time; with any, a new view of the same
+        documents and indexes.
+        """
         if not name or "$" in name or name.startswith(".") or name.endswith("."):
             raise mongomock_ng.InvalidName(f"collection names must not be empty or contain '$': {name!r}")
+        if any(
+            option is not None for option in (codec_options, read_preference, write_concern, read_concern)
+        ):
+            return InMemoryCollection(
+                self,
+                name,
+                codec_options=codec_options,
+                read_preference=read_preference,
+                write_concern=write_concern,
+                read_concern=read_concern,
+            )
         if name not in self._collections:
             self._collections[name] = InMemoryCollection(self, name)
         return self._collections[name]
 
-    def with_options(self, **_options: Any) -> InMemoryDatabase:
-        return self
+    def with_options(
+        self,
+        codec_options: CodecOptions[Any] | None = None,
+        read_preference: ReadPreferenceMode | None = None,
+        write_concern: WriteConcern | None = None,
+        read_concern: ReadConcern | None = None,
+    ) -> InMemoryDatabase:
+        """A new view of this database, taking this one's settings for any not given."""
+        return InMemoryDatabase(
+            self._client,
+            self._name,
+            codec_options=codec_options or self.codec_options,
+            read_preference=read_preference or self.read_preference,
+            write_concern=write_concern or self.write_concern,
+            read_concern=read_concern or self.read_concern,
+        )
 
     async def command(self, command: str | Mapping[str, Any], *_args: Any, **_kwargs: Any) -> dict[str, Any]:
         """``ping``, ``hello``/``isMaster`` and ``buildInfo``; anything else fails like an unknown command."""
@@ -88,7 +171,7 @@ class InMemoryDatabase:
 
     def existing_collection_names(self) -> list[str]:
         """Collections that exist (hold documents or indexes), sorted."""
-        return sorted(name for name, coll in self._collections.items() if coll.index_specs())
+        return self._client.existing_collection_names(self._name)
 
     async def drop_collection(self, name: str | InMemoryCollection, **_ignored: Any) -> None:
         await asyncio.sleep(0)
@@ -99,21 +182,59 @@ class InMemoryDatabase:
 class InMemoryMongoClient:
     """An in-process stand-in for ``pymongo.AsyncMongoClient`` (see DIVERGENCES.md).
 
-    ``host``, ``port`` and other keyword arguments are accepted and ignored, except ``tz_aware``
-    which controls whether returned datetimes are aware (UTC) or naive UTC, as in pymongo.
+    ``host``, ``port`` and most keyword options are accepted and ignored. Modelled: ``tz_aware``
+    (whether returned datetimes are aware UTC or naive UTC, as in pymongo); the write concern
+    options ``w``, ``wTimeoutMS`` and ``journal``; ``readPreference`` (a mode name),
+    ``readPreferenceTags``, ``maxStalenessSeconds`` or ``read_preference`` (an object);
+    ``readConcernLevel``; and ``timeoutMS``. Keys match case-insensitively and values are checked
+    by pymongo's own validators.
     """
 
-    def __init__(
-        self, host: Any = None, port: Any = None, *, tz_aware: bool = False, **_options: Any
-    ) -> None:
+    def __init__(self, host: Any = None, port: Any = None, *, tz_aware: bool = False, **options: Any) -> None:
         self.tz_aware = tz_aware
-        self.codec_options = client_options(tz_aware=tz_aware)
+        parsed = client_settings(client_options(tz_aware=tz_aware), options)
+        self._settings = parsed.settings
+        self.timeout: float | None = parsed.timeout
+        """``timeoutMS`` in seconds (pymongo's ``client.options.timeout``), or None."""
         self.backend: Any = mongomock_ng.MongoClient(tz_aware=False)
         self.scratch: Any = self.backend[_SCRATCH_DB]["post_image"]
         self.faults = FaultPlan()
         self.close_count = 0
         self._closed = False
         self._databases: dict[str, InMemoryDatabase] = {}
+        self._states: dict[tuple[str, str], CollectionState] = {}
+
+    @property
+    def settings(self) -> Settings:
+        return self._settings
+
+    @property
+    def codec_options(self) -> CodecOptions[Any]:
+        return self._settings.codec_options
+
+    @property
+    def read_preference(self) -> ReadPreferenceMode:
+        return self._settings.read_preference
+
+    @property
+    def write_concern(self) -> WriteConcern:
+        return self._settings.write_concern
+
+    @property
+    def read_concern(self) -> ReadConcern:
+        return self._settings.read_concern
+
+    def collection_state(self, database: str, name: str) -> CollectionState:
+        """The state every view of ``database.name`` shares, made on first use."""
+        key = (database, name)
+        if key not in self._states:
+            backend = self.backend[database][name]
+            self._states[key] = CollectionState(f"{database}.{name}", lambda: list(backend.find({})))
+        return self._states[key]
+
+    def existing_collection_names(self, database: str) -> list[str]:
+        """The collections of ``database`` that exist (hold documents or indexes), sorted."""
+        return sorted(name for (db, name), state in self._states.items() if db == database and state.created)
 
     def __repr__(self) -> str:
         return f"InMemoryMongoClient(tz_aware={self.tz_aware})"
@@ -138,11 +259,34 @@ class InMemoryMongoClient:
             raise AttributeError(f"InMemoryMongoClient has no attribute {name!r}")
         return self.get_database(name)
 
-    def get_database(self, name: str | None = None, **_options: Any) -> InMemoryDatabase:
+    def get_database(
+        self,
+        name: str | None = None,
+        codec_options: CodecOptions[Any] | None = None,
+        read_preference: ReadPreferenceMode | None = None,
+        write_concern: WriteConcern | None = None,
+        read_concern: ReadConcern | None = None,
+    ) -> InMemoryDatabase:
+        """The database ``name`` with these settings (the client's when None).
+
+        Without settings the same object is returned each time; with any, a new one over the
+        same collections.
+        """
         if name is None:
             raise ConfigurationError("No default database name defined or provided.")
         if not name or any(char in name for char in ' ."$/\\\x00'):
             raise mongomock_ng.InvalidName(f"database name {name!r} is not valid")
+        if any(
+            option is not None for option in (codec_options, read_preference, write_concern, read_concern)
+        ):
+            return InMemoryDatabase(
+                self,
+                name,
+                codec_options=codec_options,
+                read_preference=read_preference,
+                write_concern=write_concern,
+                read_concern=read_concern,
+            )
         if name not in self._databases:
             self._databases[name] = InMemoryDatabase(self, name)
         return self._databases[name]
@@ -157,7 +301,7 @@ class InMemoryMongoClient:
     async def list_database_names(self) -> list[str]:
         await asyncio.sleep(0)
         self.check_open()
-        return sorted(name for name, db in self._databases.items() if db.existing_collection_names())
+        return sorted({db for (db, _), state in self._states.items() if state.created})
 
     async def close(self) -> None:
         """Close the client; every later operation raises ``InvalidOperation`` as pymongo does."""

@@ -49,7 +49,7 @@ def wire_value(value: Any) -> Any:
     return to_storage({"v": value})["v"]
 
 
-def to_client(document: Mapping[str, Any], options: CodecOptions[dict[str, Any]]) -> dict[str, Any]:
+def to_client(document: Mapping[str, Any], options: CodecOptions[Any]) -> dict[str, Any]:
     """A fresh copy of a stored document, decoded with the client's codec options."""
     return _decode(bson.encode(document), codec_options=options)
 
@@ -63,14 +63,20 @@ def same_bson(left: Mapping[str, Any], right: Mapping[str, Any]) -> bool:
     return bson.encode(left) == bson.encode(right)
 
 
-def check_collation(collation: Collation | Mapping[str, Any] | None) -> None:
-    """Accept a collation wherever pymongo does; only the binary ``simple`` locale is simulated."""
-    if collation is None:
-        return
+def collation_document(collation: Collation | Mapping[str, Any]) -> Mapping[str, Any]:
+    """A collation as the document pymongo sends; TypeError for anything else, as pymongo raises."""
     given: object = collation
     spec = collation.document if isinstance(collation, Collation) else as_mapping(given)
     if spec is None:
         raise TypeError("collation must be a dict or an instance of pymongo.collation.Collation")
+    return spec
+
+
+def check_collation(collation: Collation | Mapping[str, Any] | None) -> None:
+    """Accept a collation wherever pymongo does; only the binary ``simple`` locale is simulated."""
+    if collation is None:
+        return
+    spec = collation_document(collation)
     if spec.get("locale") != "simple":
         raise NotImplementedError(
             "InMemoryMongoClient only simulates the 'simple' collation (binary comparison); "
