@@ -16,7 +16,7 @@ from pymongo.write_concern import WriteConcern
 from ._codec import client_options
 from ._collection import InMemoryCollection
 from ._errors import command_error
-from ._faults import FaultPlan
+from ._faults import FaultPlan, HeldOperation
 from ._options import ReadPreferenceMode, Settings, client_settings
 from ._state import CollectionState
 
@@ -150,7 +150,7 @@ class InMemoryDatabase:
         await asyncio.sleep(0)
         self._client.check_open()
         name = command if isinstance(command, str) else next(iter(command))
-        self._client.faults.check("command", None)
+        await self._client.reach_server("command", None)
         if name == "ping":
             return {"ok": 1.0}
         if name in ("hello", "isMaster", "ismaster"):
@@ -250,6 +250,17 @@ class InMemoryMongoClient:
     def fail_next(self, operation: str, error: BaseException, *, times: int = 1) -> None:
         """Make the next ``times`` calls of ``operation`` on any collection raise ``error``."""
         self.faults.fail_next(operation, error, times=times)
+
+    def hold(self, operation: str) -> HeldOperation:
+        """Pause the next call of ``operation`` on any collection until the hold is released."""
+        return self.faults.hold(operation)
+
+    async def reach_server(self, operation: str, collection: str | None) -> None:
+        """What lies between sending a request and the server running it: holds, then faults."""
+        held = self.faults.take_hold(operation, collection)
+        if held is not None:
+            await held.pause(None)
+        self.faults.check(operation, collection)
 
     def __getitem__(self, name: str) -> InMemoryDatabase:
         return self.get_database(name)

@@ -26,6 +26,7 @@ from ._codec import (
 from ._codec import wire_value as wire
 from ._cursor import InMemoryCommandCursor, normalize_sort
 from ._errors import command_error, duplicate_command_error, duplicate_write_error, write_error
+from ._faults import HeldOperation
 from ._options import ReadPreferenceMode, Settings
 from ._updates import compute_post_image, validate_update
 
@@ -122,6 +123,10 @@ class CollectionBase:
         """Make the next ``times`` calls of ``operation`` on this collection raise ``error``."""
         self._database.client.faults.fail_next(operation, error, collection=self.full_name, times=times)
 
+    def hold(self, operation: str) -> HeldOperation:
+        """Pause the next call of ``operation`` on this collection until the hold is released."""
+        return self._database.client.faults.hold(operation, collection=self.full_name)
+
     # -- write concern ----------------------------------------------------------------------------
     @property
     def _acknowledged(self) -> bool:
@@ -161,7 +166,7 @@ class CollectionBase:
         await asyncio.sleep(0)  # every operation lets other tasks run before it executes atomically
         unsupported(session=session)
         self._database.client.check_open()
-        self._database.client.faults.check(operation, self.full_name)
+        await self._database.client.reach_server(operation, self.full_name)
 
     def _out(self, document: Mapping[str, Any]) -> dict[str, Any]:
         return to_client(document, self._settings.codec_options)
