@@ -19,6 +19,7 @@ from ._errors import command_error
 from ._faults import FaultPlan, HeldOperation
 from ._options import ReadPreferenceMode, Settings, client_settings
 from ._state import CollectionState
+from ._timeouts import current_deadline
 
 SERVER_VERSION = "7.0.0"
 _SCRATCH_DB = "__in_memory_scratch__"
@@ -256,10 +257,18 @@ class InMemoryMongoClient:
         return self.faults.hold(operation)
 
     async def reach_server(self, operation: str, collection: str | None) -> None:
-        """What lies between sending a request and the server running it: holds, then faults."""
+        """What lies between sending a request and the server running it.
+
+        First the client-side operation timeout: past its deadline pymongo does not send at all.
+        Then a hold, which the deadline cuts short with the socket-read timeout pymongo raises
+        (the held call never runs). Then a queued fault.
+        """
+        deadline = current_deadline(self.timeout)
+        if deadline.expired:
+            raise deadline.expired_error()
         held = self.faults.take_hold(operation, collection)
-        if held is not None:
-            await held.pause(None)
+        if held is not None and not await held.pause(deadline.remaining):
+            raise deadline.read_timeout_error()
         self.faults.check(operation, collection)
 
     def __getitem__(self, name: str) -> InMemoryDatabase:

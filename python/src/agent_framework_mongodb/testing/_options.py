@@ -106,7 +106,7 @@ def client_settings(codec_options: CodecOptions[Any], options: Mapping[str, Any]
 def _codec_options(value: object) -> CodecOptions[Any]:
     if not isinstance(value, CodecOptions):
         raise TypeError("codec_options must be an instance of bson.codec_options.CodecOptions")
-    return value  # pyright: ignore[reportUnknownVariableType]
+    return value  # pyright: ignore[reportUnknownVariableType] - isinstance cannot name the document type
 
 
 def _read_preference(value: object) -> ReadPreferenceMode:
