@@ -9,12 +9,15 @@ from typing import Any
 
 import mongomock_ng
 from bson.codec_options import CodecOptions
-from pymongo.errors import ConfigurationError, InvalidOperation
+from pymongo.collation import Collation
+from pymongo.errors import CollectionInvalid, ConfigurationError, InvalidOperation
 from pymongo.read_concern import ReadConcern
 from pymongo.write_concern import WriteConcern
 
 from ._codec import client_options
+from ._collation import expand_collation
 from ._collection import InMemoryCollection
+from ._collection_base import unsupported
 from ._errors import command_error
 from ._faults import FaultPlan, HeldOperation
 from ._options import ReadPreferenceMode, Settings, client_settings
@@ -22,6 +25,20 @@ from ._state import CollectionState
 from ._timeouts import current_deadline
 
 SERVER_VERSION = "7.0.0"
+# create options whose behaviour the engine does not simulate: refused rather than ignored.
+_UNSIMULATED_CREATE = (
+    "capped",
+    "size",
+    "max",
+    "validator",
+    "timeseries",
+    "expireAfterSeconds",
+    "clusteredIndex",
+    "viewOn",
+    "pipeline",
+    "encryptedFields",
+    "changeStreamPreAndPostImages",
+)
 _SCRATCH_DB = "__in_memory_scratch__"
 
 
@@ -173,6 +190,49 @@ class InMemoryDatabase:
     def existing_collection_names(self) -> list[str]:
         """Collections that exist (hold documents or indexes), sorted."""
         return self._client.existing_collection_names(self._name)
+
+    async def create_collection(
+        self,
+        name: str,
+        *,
+        codec_options: CodecOptions[Any] | None = None,
+        read_preference: ReadPreferenceMode | None = None,
+        write_concern: WriteConcern | None = None,
+        read_concern: ReadConcern | None = None,
+        session: object = None,
+        check_exists: bool = True,
+        collation: Collation | Mapping[str, Any] | None = None,
+        **options: Any,
+    ) -> InMemoryCollection:
+        """Create the collection ``name`` and return a view of it with these settings.
+
+        As ``AsyncDatabase.create_collection``: with ``check_exists`` (the default) an existing
+        collection raises ``CollectionInvalid``; without it the ``create`` command runs, which
+        succeeds when the existing collection has the same options and fails with
+        NamespaceExists (48) otherwise. ``collation`` becomes the collection's default collation
+        (a simple one is not stored). Options that change what the collection does (capped,
+        validator, time series ...) raise ``NotImplementedError``; others are ignored.
+        """
+        unsupported(session=session, **{option: options.get(option) for option in _UNSIMULATED_CREATE})
+        default = None if collation is None else expand_collation(collation)
+        view = self.get_collection(
+            name,
+            codec_options=codec_options,
+            read_preference=read_preference,
+            write_concern=write_concern,
+            read_concern=read_concern,
+        )
+        await asyncio.sleep(0)
+        self._client.check_open()
+        state = self._client.collection_state(self._name, name)
+        if check_exists and state.created:
+            raise CollectionInvalid(f"collection {name} already exists")
+        await self._client.reach_server("create_collection", view.full_name)
+        if not state.created:
+            state.create(default)
+        elif state.catalog.default_collation != default:
+            raise command_error(48, f"Collection {view.full_name} already exists with different options")
+        return view
 
     async def drop_collection(self, name: str | InMemoryCollection, **_ignored: Any) -> None:
         await asyncio.sleep(0)

@@ -13,7 +13,8 @@ from pymongo.read_concern import ReadConcern
 from pymongo.results import DeleteResult, InsertManyResult, InsertOneResult, UpdateResult
 from pymongo.write_concern import WriteConcern
 
-from ._codec import as_mapping, check_collation, to_storage_for_insert
+from ._codec import as_mapping, to_storage_for_insert
+from ._collation import check_collation
 from ._collection_base import CollationArg, CollectionBase, Filter, Hint, Update, projection_spec, unsupported
 from ._cursor import InMemoryCursor, SortSpec, normalize_sort
 from ._errors import command_error
@@ -75,6 +76,7 @@ class InMemoryCollection(CollectionBase):
 
     async def _run_cursor(self, cursor: InMemoryCursor) -> list[dict[str, Any]]:
         await self._enter("find")
+        self._check_default_collation(cursor.collation_value)
         self._check_hint(cursor.hint_value)
         documents = self._query(
             cursor.filter,
@@ -101,6 +103,7 @@ class InMemoryCollection(CollectionBase):
         mapping = as_mapping(filter)
         query = mapping if mapping is not None or filter is None else {"_id": filter}  # a bare _id
         await self._enter("find_one", session)
+        self._check_default_collation(collation)
         self._check_hint(hint)
         found = self._query(
             query, sort=normalize_sort(sort), skip=skip, limit=1, projection=projection_spec(projection)
@@ -120,6 +123,7 @@ class InMemoryCollection(CollectionBase):
     ) -> int:
         check_collation(collation)
         await self._enter("count_documents", session)
+        self._check_default_collation(collation)
         self._check_hint(hint)
         count = len(self._query(filter))
         if skip is not None:
@@ -223,6 +227,7 @@ class InMemoryCollection(CollectionBase):
                 "Must be connected to MongoDB 8.0+ to use sort on unacknowledged update commands."
             )
         await self._enter("update_one", session)
+        self._check_default_collation(collation)
         outcome = self._write(lambda: self._update_one(filter, update, upsert=upsert, hint=hint, sort=sort))
         if outcome is None:
             return UpdateResult(None, acknowledged=False)
@@ -264,6 +269,7 @@ class InMemoryCollection(CollectionBase):
         self._check_write_collation(collation)
         unsupported(array_filters=array_filters, let=let)
         await self._enter("find_one_and_update", session)
+        self._check_default_collation(collation)
 
         def run() -> dict[str, Any] | None:
             self._check_hint(hint)
@@ -285,6 +291,7 @@ class InMemoryCollection(CollectionBase):
     ) -> DeleteResult:
         self._check_write_collation(collation)
         await self._enter("delete_one", session)
+        self._check_default_collation(collation)
 
         def run() -> int:
             self._check_hint(hint)
@@ -306,6 +313,7 @@ class InMemoryCollection(CollectionBase):
     ) -> DeleteResult:
         self._check_write_collation(collation)
         await self._enter("delete_many", session)
+        self._check_default_collation(collation)
 
         def run() -> int:
             self._check_hint(hint)

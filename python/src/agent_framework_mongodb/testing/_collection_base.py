@@ -14,16 +14,9 @@ from pymongo.errors import ConfigurationError, OperationFailure
 from pymongo.read_concern import ReadConcern
 from pymongo.write_concern import WriteConcern
 
-from ._codec import (
-    MAX_BSON_SIZE,
-    as_mapping,
-    bson_size,
-    check_collation,
-    collation_document,
-    same_bson,
-    to_client,
-)
+from ._codec import MAX_BSON_SIZE, as_mapping, bson_size, same_bson, to_client
 from ._codec import wire_value as wire
+from ._collation import check_collation, collation_document
 from ._cursor import InMemoryCommandCursor, normalize_sort
 from ._errors import command_error, duplicate_command_error, duplicate_write_error, write_error
 from ._faults import HeldOperation
@@ -156,6 +149,21 @@ class CollectionBase:
         with contextlib.suppress(OperationFailure):
             write()
         return None
+
+    def _check_default_collation(self, collation: CollationArg) -> None:
+        """Refuse a query that would use the collection's non-simple default collation.
+
+        Operations on a collection with a default collation use it unless they give another
+        (https://www.mongodb.com/docs/manual/reference/method/db.createCollection/); the engine
+        compares binary only, so it asks for the simple collation explicitly instead.
+        """
+        default = self._state.catalog.default_collation
+        if default is not None and collation is None:
+            raise NotImplementedError(
+                f"{self.full_name} has the default collation {default!r} and InMemoryMongoClient"
+                " compares strings binary only; pass collation={'locale': 'simple'} to query it"
+                " (agent_framework_mongodb/testing/DIVERGENCES.md)."
+            )
 
     # -- plumbing ---------------------------------------------------------------------------------
     @property

@@ -24,6 +24,12 @@ class CollectionState:
         self.unique = UniqueKeys(stored)
         self.created = False
 
+    def create(self, default_collation: dict[str, Any] | None) -> None:
+        """Make the collection exist, empty of indexes but ``_id_``, with this default collation."""
+        self.catalog.reset(default_collation)
+        self.unique.invalidate()
+        self.created = True
+
     def reset(self) -> None:
         """Forget the indexes and existence, as dropping the collection does (documents aside)."""
         self.catalog.reset()
