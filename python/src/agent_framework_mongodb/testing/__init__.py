@@ -9,11 +9,12 @@ documented behaviour is listed, with the test that pins it, in ``DIVERGENCES.md`
 from ._client import InMemoryDatabase, InMemoryMongoClient
 from ._collection import InMemoryCollection
 from ._cursor import InMemoryCommandCursor, InMemoryCursor
-from ._faults import FaultPlan
+from ._faults import FaultPlan, HeldOperation
 from ._ttl import expire_documents
 
 __all__ = [
     "FaultPlan",
+    "HeldOperation",
     "InMemoryCollection",
     "InMemoryCommandCursor",
     "InMemoryCursor",

@@ -9,14 +9,37 @@ from types import TracebackType
 from typing import Any
 
 import mongomock_ng
-from pymongo.errors import ConfigurationError, InvalidOperation
+from bson.codec_options import CodecOptions
+from pymongo.collation import Collation
+from pymongo.errors import CollectionInvalid, ConfigurationError, InvalidOperation
+from pymongo.read_concern import ReadConcern
+from pymongo.write_concern import WriteConcern
 
 from ._codec import client_options
+from ._collation import expand_collation
 from ._collection import InMemoryCollection
+from ._collection_base import unsupported
 from ._errors import command_error
-from ._faults import FaultPlan
+from ._faults import FaultPlan, HeldOperation
+from ._options import ReadPreferenceMode, Settings, client_settings
+from ._state import CollectionState
+from ._timeouts import current_deadline
 
 SERVER_VERSION = "7.0.0"
+# create options whose behaviour the engine does not simulate: refused rather than ignored.
+_UNSIMULATED_CREATE = (
+    "capped",
+    "size",
+    "max",
+    "validator",
+    "timeseries",
+    "expireAfterSeconds",
+    "clusteredIndex",
+    "viewOn",
+    "pipeline",
+    "encryptedFields",
+    "changeStreamPreAndPostImages",
+)
 _SCRATCH_DB = "__in_memory_scratch__"
 
 
@@ -25,11 +48,25 @@ def _system_clock() -> datetime:
 
 
 class InMemoryDatabase:
-    """A database of an :class:`InMemoryMongoClient`; duck-types ``AsyncDatabase``."""
+    """A database of an :class:`InMemoryMongoClient`; duck-types ``AsyncDatabase``.
 
-    def __init__(self, client: InMemoryMongoClient, name: str) -> None:
+    Like pymongo's, a database object carries codec options, read preference, write concern and
+    read concern, taken from the client unless given; objects for the same name share the data.
+    """
+
+    def __init__(
+        self,
+        client: InMemoryMongoClient,
+        name: str,
+        *,
+        codec_options: CodecOptions[Any] | None = None,
+        read_preference: ReadPreferenceMode | None = None,
+        write_concern: WriteConcern | None = None,
+        read_concern: ReadConcern | None = None,
+    ) -> None:
         self._client = client
         self._name = name
+        self._settings = client.settings.derive(codec_options, read_preference, write_concern, read_concern)
         self._collections: dict[str, InMemoryCollection] = {}
 
     @property
@@ -41,12 +78,40 @@ class InMemoryDatabase:
         return self._client
 
     @property
+    def settings(self) -> Settings:
+        return self._settings
+
+    @property
+    def codec_options(self) -> CodecOptions[Any]:
+        return self._settings.codec_options
+
+    @property
+    def read_preference(self) -> ReadPreferenceMode:
+        return self._settings.read_preference
+
+    @property
+    def write_concern(self) -> WriteConcern:
+        return self._settings.write_concern
+
+    @property
+    def read_concern(self) -> ReadConcern:
+        return self._settings.read_concern
+
+    @property
     def backend(self) -> Any:
         """The mongomock_ng database holding this database's documents."""
         return self._client.backend[self._name]
 
     def __repr__(self) -> str:
         return f"InMemoryDatabase({self._client!r}, {self._name!r})"
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, InMemoryDatabase):
+            return self._client is other.client and self._name == other.name
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((id(self._client), self._name))
 
     def __getitem__(self, name: str) -> InMemoryCollection:
         return self.get_collection(name)
@@ -56,23 +121,59 @@ class InMemoryDatabase:
             raise AttributeError(f"InMemoryDatabase has no attribute {name!r}")
         return self.get_collection(name)
 
-    def get_collection(self, name: str, **_options: Any) -> InMemoryCollection:
-        """The collection ``name``; codec, read and write options are accepted and ignored."""
+    def get_collection(
+        self,
+        name: str,
+        codec_options: CodecOptions[Any] | None = None,
+        read_preference: ReadPreferenceMode | None = None,
+        write_concern: WriteConcern | None = None,
+        read_concern: ReadConcern | None = None,
+    ) -> InMemoryCollection:
+        """A view of the collection ``name`` with these settings (this database's when None).
+
+        Without settings the same view is returned each time; with any, a new view of the same
+        documents and indexes.
+        """
         if not name or "$" in name or name.startswith(".") or name.endswith("."):
             raise mongomock_ng.InvalidName(f"collection names must not be empty or contain '$': {name!r}")
+        if any(
+            option is not None for option in (codec_options, read_preference, write_concern, read_concern)
+        ):
+            return InMemoryCollection(
+                self,
+                name,
+                codec_options=codec_options,
+                read_preference=read_preference,
+                write_concern=write_concern,
+                read_concern=read_concern,
+            )
         if name not in self._collections:
             self._collections[name] = InMemoryCollection(self, name)
         return self._collections[name]
 
-    def with_options(self, **_options: Any) -> InMemoryDatabase:
-        return self
+    def with_options(
+        self,
+        codec_options: CodecOptions[Any] | None = None,
+        read_preference: ReadPreferenceMode | None = None,
+        write_concern: WriteConcern | None = None,
+        read_concern: ReadConcern | None = None,
+    ) -> InMemoryDatabase:
+        """A new view of this database, taking this one's settings for any not given."""
+        return InMemoryDatabase(
+            self._client,
+            self._name,
+            codec_options=codec_options or self.codec_options,
+            read_preference=read_preference or self.read_preference,
+            write_concern=write_concern or self.write_concern,
+            read_concern=read_concern or self.read_concern,
+        )
 
     async def command(self, command: str | Mapping[str, Any], *_args: Any, **_kwargs: Any) -> dict[str, Any]:
         """``ping``, ``hello``/``isMaster`` and ``buildInfo``; anything else fails like an unknown command."""
         await asyncio.sleep(0)
         self._client.check_open()
         name = command if isinstance(command, str) else next(iter(command))
-        self._client.faults.check("command", None)
+        await self._client.reach_server("command", None)
         if name == "ping":
             return {"ok": 1.0}
         if name in ("hello", "isMaster", "ismaster"):
@@ -93,7 +194,50 @@ class InMemoryDatabase:
 
     def existing_collection_names(self) -> list[str]:
         """Collections that exist (hold documents or indexes), sorted."""
-        return sorted(name for name, coll in self._collections.items() if coll.index_specs())
+        return self._client.existing_collection_names(self._name)
+
+    async def create_collection(
+        self,
+        name: str,
+        *,
+        codec_options: CodecOptions[Any] | None = None,
+        read_preference: ReadPreferenceMode | None = None,
+        write_concern: WriteConcern | None = None,
+        read_concern: ReadConcern | None = None,
+        session: object = None,
+        check_exists: bool = True,
+        collation: Collation | Mapping[str, Any] | None = None,
+        **options: Any,
+    ) -> InMemoryCollection:
+        """Create the collection ``name`` and return a view of it with these settings.
+
+        As ``AsyncDatabase.create_collection``: with ``check_exists`` (the default) an existing
+        collection raises ``CollectionInvalid``; without it the ``create`` command runs, which
+        succeeds when the existing collection has the same options and fails with
+        NamespaceExists (48) otherwise. ``collation`` becomes the collection's default collation
+        (a simple one is not stored). Options that change what the collection does (capped,
+        validator, time series ...) raise ``NotImplementedError``; others are ignored.
+        """
+        unsupported(session=session, **{option: options.get(option) for option in _UNSIMULATED_CREATE})
+        default = None if collation is None else expand_collation(collation)
+        view = self.get_collection(
+            name,
+            codec_options=codec_options,
+            read_preference=read_preference,
+            write_concern=write_concern,
+            read_concern=read_concern,
+        )
+        await asyncio.sleep(0)
+        self._client.check_open()
+        state = self._client.collection_state(self._name, name)
+        if check_exists and state.created:
+            raise CollectionInvalid(f"collection {name} already exists")
+        await self._client.reach_server("create_collection", view.full_name)
+        if not state.created:
+            state.create(default)
+        elif state.catalog.default_collation != default:
+            raise command_error(48, f"Collection {view.full_name} already exists with different options")
+        return view
 
     async def drop_collection(self, name: str | InMemoryCollection, **_ignored: Any) -> None:
         await asyncio.sleep(0)
@@ -104,26 +248,64 @@ class InMemoryDatabase:
 class InMemoryMongoClient:
     """An in-process stand-in for ``pymongo.AsyncMongoClient`` (see DIVERGENCES.md).
 
-    ``host``, ``port`` and other keyword arguments are accepted and ignored, except ``tz_aware``
-    which controls whether returned datetimes are aware (UTC) or naive UTC, as in pymongo.
+    ``host``, ``port`` and most keyword options are accepted and ignored. Modelled: ``tz_aware``
+    (whether returned datetimes are aware UTC or naive UTC, as in pymongo); the write concern
+    options ``w``, ``wTimeoutMS`` and ``journal``; ``readPreference`` (a mode name),
+    ``readPreferenceTags``, ``maxStalenessSeconds`` or ``read_preference`` (an object);
+    ``readConcernLevel``; and ``timeoutMS``. Keys match case-insensitively and values are checked
+    by pymongo's own validators.
 
     ``clock`` is the server's clock, read for ``$$NOW`` in updates: a callable returning an
     aware or naive-UTC ``datetime`` (the system clock by default). Tests that need time to pass
     on the server assign ``client.clock`` a controllable one.
     """
 
-    def __init__(
-        self, host: Any = None, port: Any = None, *, tz_aware: bool = False, **_options: Any
-    ) -> None:
+    def __init__(self, host: Any = None, port: Any = None, *, tz_aware: bool = False, **options: Any) -> None:
         self.tz_aware = tz_aware
         self.clock: Callable[[], datetime] = _system_clock
-        self.codec_options = client_options(tz_aware=tz_aware)
+        parsed = client_settings(client_options(tz_aware=tz_aware), options)
+        self._settings = parsed.settings
+        self.timeout: float | None = parsed.timeout
+        """``timeoutMS`` in seconds (pymongo's ``client.options.timeout``), or None."""
         self.backend: Any = mongomock_ng.MongoClient(tz_aware=False)
         self.scratch: Any = self.backend[_SCRATCH_DB]["post_image"]
         self.faults = FaultPlan()
         self.close_count = 0
         self._closed = False
         self._databases: dict[str, InMemoryDatabase] = {}
+        self._states: dict[tuple[str, str], CollectionState] = {}
+
+    @property
+    def settings(self) -> Settings:
+        return self._settings
+
+    @property
+    def codec_options(self) -> CodecOptions[Any]:
+        return self._settings.codec_options
+
+    @property
+    def read_preference(self) -> ReadPreferenceMode:
+        return self._settings.read_preference
+
+    @property
+    def write_concern(self) -> WriteConcern:
+        return self._settings.write_concern
+
+    @property
+    def read_concern(self) -> ReadConcern:
+        return self._settings.read_concern
+
+    def collection_state(self, database: str, name: str) -> CollectionState:
+        """The state every view of ``database.name`` shares, made on first use."""
+        key = (database, name)
+        if key not in self._states:
+            backend = self.backend[database][name]
+            self._states[key] = CollectionState(f"{database}.{name}", lambda: list(backend.find({})))
+        return self._states[key]
+
+    def existing_collection_names(self, database: str) -> list[str]:
+        """The collections of ``database`` that exist (hold documents or indexes), sorted."""
+        return sorted(name for (db, name), state in self._states.items() if db == database and state.created)
 
     def __repr__(self) -> str:
         return f"InMemoryMongoClient(tz_aware={self.tz_aware})"
@@ -147,6 +329,25 @@ class InMemoryMongoClient:
         """Make the next ``times`` calls of ``operation`` on any collection raise ``error``."""
         self.faults.fail_next(operation, error, times=times)
 
+    def hold(self, operation: str) -> HeldOperation:
+        """Pause the next call of ``operation`` on any collection until the hold is released."""
+        return self.faults.hold(operation)
+
+    async def reach_server(self, operation: str, collection: str | None) -> None:
+        """What lies between sending a request and the server running it.
+
+        First the client-side operation timeout: past its deadline pymongo does not send at all.
+        Then a hold, which the deadline cuts short with the socket-read timeout pymongo raises
+        (the held call never runs). Then a queued fault.
+        """
+        deadline = current_deadline(self.timeout)
+        if deadline.expired:
+            raise deadline.expired_error()
+        held = self.faults.take_hold(operation, collection)
+        if held is not None and not await held.pause(deadline.remaining):
+            raise deadline.read_timeout_error()
+        self.faults.check(operation, collection)
+
     def __getitem__(self, name: str) -> InMemoryDatabase:
         return self.get_database(name)
 
@@ -155,11 +356,34 @@ class InMemoryMongoClient:
             raise AttributeError(f"InMemoryMongoClient has no attribute {name!r}")
         return self.get_database(name)
 
-    def get_database(self, name: str | None = None, **_options: Any) -> InMemoryDatabase:
+    def get_database(
+        self,
+        name: str | None = None,
+        codec_options: CodecOptions[Any] | None = None,
+        read_preference: ReadPreferenceMode | None = None,
+        write_concern: WriteConcern | None = None,
+        read_concern: ReadConcern | None = None,
+    ) -> InMemoryDatabase:
+        """The database ``name`` with these settings (the client's when None).
+
+        Without settings the same object is returned each time; with any, a new one over the
+        same collections.
+        """
         if name is None:
             raise ConfigurationError("No default database name defined or provided.")
         if not name or any(char in name for char in ' ."$/\\\x00'):
             raise mongomock_ng.InvalidName(f"database name {name!r} is not valid")
+        if any(
+            option is not None for option in (codec_options, read_preference, write_concern, read_concern)
+        ):
+            return InMemoryDatabase(
+                self,
+                name,
+                codec_options=codec_options,
+                read_preference=read_preference,
+                write_concern=write_concern,
+                read_concern=read_concern,
+            )
         if name not in self._databases:
             self._databases[name] = InMemoryDatabase(self, name)
         return self._databases[name]
@@ -174,7 +398,7 @@ class InMemoryMongoClient:
     async def list_database_names(self) -> list[str]:
         await asyncio.sleep(0)
         self.check_open()
-        return sorted(name for name, db in self._databases.items() if db.existing_collection_names())
+        return sorted({db for (db, _), state in self._states.items() if state.created})
 
     async def close(self) -> None:
         """Close the client; every later operation raises ``InvalidOperation`` as pymongo does."""

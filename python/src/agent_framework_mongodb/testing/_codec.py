@@ -8,7 +8,6 @@ from typing import Any, cast
 
 import bson
 from bson.codec_options import CodecOptions
-from pymongo.collation import Collation
 from pymongo.errors import DocumentTooLarge
 
 MAX_BSON_SIZE = 16 * 1024 * 1024
@@ -49,7 +48,7 @@ def wire_value(value: Any) -> Any:
     return to_storage({"v": value})["v"]
 
 
-def to_client(document: Mapping[str, Any], options: CodecOptions[dict[str, Any]]) -> dict[str, Any]:
+def to_client(document: Mapping[str, Any], options: CodecOptions[Any]) -> dict[str, Any]:
     """A fresh copy of a stored document, decoded with the client's codec options."""
     return _decode(bson.encode(document), codec_options=options)
 
@@ -61,21 +60,6 @@ def bson_size(document: Mapping[str, Any]) -> int:
 def same_bson(left: Mapping[str, Any], right: Mapping[str, Any]) -> bool:
     """Binary equality, as the server uses to decide whether an update modified a document."""
     return bson.encode(left) == bson.encode(right)
-
-
-def check_collation(collation: Collation | Mapping[str, Any] | None) -> None:
-    """Accept a collation wherever pymongo does; only the binary ``simple`` locale is simulated."""
-    if collation is None:
-        return
-    given: object = collation
-    spec = collation.document if isinstance(collation, Collation) else as_mapping(given)
-    if spec is None:
-        raise TypeError("collation must be a dict or an instance of pymongo.collation.Collation")
-    if spec.get("locale") != "simple":
-        raise NotImplementedError(
-            "InMemoryMongoClient only simulates the 'simple' collation (binary comparison); "
-            f"got {dict(spec)!r}. See agent_framework_mongodb/testing/DIVERGENCES.md."
-        )
 
 
 def as_mapping(value: Any) -> Mapping[str, Any] | None:

@@ -5,19 +5,44 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from bson.codec_options import CodecOptions
 from bson.objectid import ObjectId
 from pymongo import ReturnDocument
-from pymongo.errors import BulkWriteError, DuplicateKeyError
+from pymongo.errors import BulkWriteError, ConfigurationError, DuplicateKeyError
+from pymongo.read_concern import ReadConcern
 from pymongo.results import DeleteResult, InsertManyResult, InsertOneResult, UpdateResult
+from pymongo.write_concern import WriteConcern
 
-from ._codec import as_mapping, check_collation, to_storage_for_insert
+from ._codec import as_mapping, to_storage_for_insert
+from ._collation import check_collation
 from ._collection_base import CollationArg, CollectionBase, Filter, Hint, Update, projection_spec, unsupported
 from ._cursor import InMemoryCursor, SortSpec, normalize_sort
 from ._errors import command_error
+from ._options import ReadPreferenceMode
 
 
 class InMemoryCollection(CollectionBase):
     """A collection of an :class:`InMemoryDatabase`; duck-types ``AsyncCollection``."""
+
+    def with_options(
+        self,
+        codec_options: CodecOptions[Any] | None = None,
+        read_preference: ReadPreferenceMode | None = None,
+        write_concern: WriteConcern | None = None,
+        read_concern: ReadConcern | None = None,
+    ) -> InMemoryCollection:
+        """A new view of this collection (same documents and indexes) with the given settings.
+
+        Settings not given are this view's, as ``AsyncCollection.with_options`` takes them.
+        """
+        return InMemoryCollection(
+            self._database,
+            self._name,
+            codec_options=codec_options or self.codec_options,
+            read_preference=read_preference or self.read_preference,
+            write_concern=write_concern or self.write_concern,
+            read_concern=read_concern or self.read_concern,
+        )
 
     # -- reads ------------------------------------------------------------------------------------
     def find(
@@ -51,6 +76,7 @@ class InMemoryCollection(CollectionBase):
 
     async def _run_cursor(self, cursor: InMemoryCursor) -> list[dict[str, Any]]:
         await self._enter("find")
+        self._check_default_collation(cursor.collation_value)
         self._check_hint(cursor.hint_value)
         documents = self._query(
             cursor.filter,
@@ -77,6 +103,7 @@ class InMemoryCollection(CollectionBase):
         mapping = as_mapping(filter)
         query = mapping if mapping is not None or filter is None else {"_id": filter}  # a bare _id
         await self._enter("find_one", session)
+        self._check_default_collation(collation)
         self._check_hint(hint)
         found = self._query(
             query, sort=normalize_sort(sort), skip=skip, limit=1, projection=projection_spec(projection)
@@ -96,6 +123,7 @@ class InMemoryCollection(CollectionBase):
     ) -> int:
         check_collation(collation)
         await self._enter("count_documents", session)
+        self._check_default_collation(collation)
         self._check_hint(hint)
         count = len(self._query(filter))
         if skip is not None:
@@ -121,8 +149,9 @@ class InMemoryCollection(CollectionBase):
         if "_id" not in document:
             document["_id"] = ObjectId()  # pymongo sets the _id on the caller's document
         await self._enter("insert_one", session)
-        self._insert_stored(to_storage_for_insert(document))
-        return InsertOneResult(document["_id"], acknowledged=True)
+        stored = to_storage_for_insert(document)
+        self._write(lambda: self._insert_stored(stored))
+        return InsertOneResult(document["_id"], acknowledged=self._acknowledged)
 
     async def insert_many(
         self,
@@ -139,6 +168,12 @@ class InMemoryCollection(CollectionBase):
                 document["_id"] = ObjectId()
         await self._enter("insert_many", session)
         stored = [to_storage_for_insert(document) for document in documents]
+        self._write(lambda: self._insert_all(documents, stored, ordered=ordered))
+        return InsertManyResult([document["_id"] for document in documents], acknowledged=self._acknowledged)
+
+    def _insert_all(
+        self, documents: Sequence[dict[str, Any]], stored: list[dict[str, Any]], *, ordered: bool
+    ) -> None:
         errors: list[dict[str, Any]] = []
         inserted = 0
         for index, item in enumerate(stored):
@@ -162,7 +197,6 @@ class InMemoryCollection(CollectionBase):
                     "upserted": [],
                 }
             )
-        return InsertManyResult([document["_id"] for document in documents], acknowledged=True)
 
     def _try_insert(self, stored: dict[str, Any], index: int) -> DuplicateKeyError | None:
         try:
@@ -185,12 +219,26 @@ class InMemoryCollection(CollectionBase):
         session: object = None,
         **_ignored: Any,
     ) -> UpdateResult:
-        check_collation(collation)
+        self._check_write_collation(collation)
         unsupported(array_filters=array_filters, let=let)
+        if sort is not None and not self._acknowledged:
+            # pymongo checks the server's wire version; the engine reports 7.0 (AsyncCollection._update).
+            raise ConfigurationError(
+                "Must be connected to MongoDB 8.0+ to use sort on unacknowledged update commands."
+            )
         await self._enter("update_one", session)
+        self._check_default_collation(collation)
+        outcome = self._write(lambda: self._update_one(filter, update, upsert=upsert, hint=hint, sort=sort))
+        if outcome is None:
+            return UpdateResult(None, acknowledged=False)
+        return UpdateResult(outcome, acknowledged=True)
+
+    def _update_one(
+        self, filter_: Filter, update: Update, *, upsert: bool, hint: Hint, sort: SortSpec | None
+    ) -> dict[str, Any]:
         self._check_hint(hint)
         pre, post, upserted_id, modified = self._update(
-            filter, update, upsert=upsert, sort=sort, command=False
+            filter_, update, upsert=upsert, sort=sort, command=False
         )
         raw: dict[str, Any] = {
             "n": 0 if post is None else 1,
@@ -200,7 +248,7 @@ class InMemoryCollection(CollectionBase):
         }
         if upserted_id is not None:
             raw["upserted"] = upserted_id
-        return UpdateResult(raw, acknowledged=True)
+        return raw
 
     async def find_one_and_update(
         self,
@@ -218,13 +266,19 @@ class InMemoryCollection(CollectionBase):
         session: object = None,
         **_ignored: Any,
     ) -> dict[str, Any] | None:
-        check_collation(collation)
+        self._check_write_collation(collation)
         unsupported(array_filters=array_filters, let=let)
         await self._enter("find_one_and_update", session)
-        self._check_hint(hint)
-        pre, post, _, _ = self._update(filter, update, upsert=upsert, sort=sort, command=True)
-        chosen = post if return_document == ReturnDocument.AFTER else pre
-        return self._project(chosen, projection)
+        self._check_default_collation(collation)
+
+        def run() -> dict[str, Any] | None:
+            self._check_hint(hint)
+            pre, post, _, _ = self._update(filter, update, upsert=upsert, sort=sort, command=True)
+            chosen = post if return_document == ReturnDocument.AFTER else pre
+            return self._project(chosen, projection)
+
+        # Unacknowledged, pymongo reads no reply and returns None (its fake reply has no "value").
+        return self._write(run)
 
     async def delete_one(
         self,
@@ -235,13 +289,18 @@ class InMemoryCollection(CollectionBase):
         session: object = None,
         **_ignored: Any,
     ) -> DeleteResult:
-        check_collation(collation)
+        self._check_write_collation(collation)
         await self._enter("delete_one", session)
-        self._check_hint(hint)
-        found = self._query(filter, limit=1)
-        for document in found:
-            self._delete_stored(document)
-        return DeleteResult({"n": len(found), "ok": 1.0}, acknowledged=True)
+        self._check_default_collation(collation)
+
+        def run() -> int:
+            self._check_hint(hint)
+            found = self._query(filter, limit=1)
+            for document in found:
+                self._delete_stored(document)
+            return len(found)
+
+        return self._delete_result(self._write(run))
 
     async def delete_many(
         self,
@@ -252,7 +311,18 @@ class InMemoryCollection(CollectionBase):
         session: object = None,
         **_ignored: Any,
     ) -> DeleteResult:
-        check_collation(collation)
+        self._check_write_collation(collation)
         await self._enter("delete_many", session)
-        self._check_hint(hint)
-        return DeleteResult({"n": self.delete_matching(filter), "ok": 1.0}, acknowledged=True)
+        self._check_default_collation(collation)
+
+        def run() -> int:
+            self._check_hint(hint)
+            return self.delete_matching(filter)
+
+        return self._delete_result(self._write(run))
+
+    def _delete_result(self, deleted: int | None) -> DeleteResult:
+        if deleted is None:
+            # pymongo builds the result from the reply it fakes for w=0 (command_runner.py).
+            return DeleteResult({"ok": 1}, acknowledged=False)
+        return DeleteResult({"n": deleted, "ok": 1.0}, acknowledged=True)

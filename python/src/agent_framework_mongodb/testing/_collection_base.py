@@ -1,32 +1,36 @@
-"""The state of one collection: storage access, the atomic update core, indexes and lifecycle."""
+"""A view of one collection: settings, storage access, the atomic update core, indexes and lifecycle."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+import contextlib
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
+from bson.codec_options import CodecOptions
 from pymongo import IndexModel
 from pymongo.collation import Collation
-from pymongo.errors import OperationFailure
+from pymongo.errors import ConfigurationError, OperationFailure
+from pymongo.read_concern import ReadConcern
 from pymongo.write_concern import WriteConcern
 
 from ._codec import MAX_BSON_SIZE, as_mapping, bson_size, same_bson, to_client
 from ._codec import wire_value as wire
+from ._collation import check_collation, collation_document
 from ._cursor import InMemoryCommandCursor, normalize_sort
 from ._errors import command_error, duplicate_command_error, duplicate_write_error, write_error
-from ._indexes import IndexCatalog
-from ._unique import UniqueKeys
+from ._faults import HeldOperation
+from ._options import ReadPreferenceMode, Settings
 from ._updates import compute_post_image, validate_update
 
 if TYPE_CHECKING:
     from ._client import InMemoryDatabase
 
-_Collection = TypeVar("_Collection", bound="CollectionBase")
 Filter = Mapping[str, Any]
 Update = Mapping[str, Any] | Sequence[Mapping[str, Any]]
 CollationArg = Collation | Mapping[str, Any] | None
 Hint = str | Sequence[tuple[str, int]] | Mapping[str, int] | None
+_T = TypeVar("_T")
 
 
 def projection_spec(projection: Mapping[str, Any] | Sequence[str] | None) -> dict[str, Any] | None:
@@ -44,14 +48,22 @@ def unsupported(**options: Any) -> None:
 
 
 class CollectionBase:
-    """State and plumbing of a collection: storage, indexes, lifecycle."""
+    """A view of one collection: its own settings over the namespace's shared state."""
 
-    def __init__(self, database: InMemoryDatabase, name: str) -> None:
+    def __init__(
+        self,
+        database: InMemoryDatabase,
+        name: str,
+        *,
+        codec_options: CodecOptions[Any] | None = None,
+        read_preference: ReadPreferenceMode | None = None,
+        write_concern: WriteConcern | None = None,
+        read_concern: ReadConcern | None = None,
+    ) -> None:
         self._database = database
         self._name = name
-        self._catalog = IndexCatalog(f"{database.name}.{name}")
-        self._unique = UniqueKeys(lambda: self._query(None))
-        self._created = False
+        self._settings = database.settings.derive(codec_options, read_preference, write_concern, read_concern)
+        self._state = database.client.collection_state(database.name, name)
 
     @property
     def name(self) -> str:
@@ -65,26 +77,93 @@ class CollectionBase:
     def database(self) -> InMemoryDatabase:
         return self._database
 
-    def __repr__(self) -> str:
-        return f"InMemoryCollection({self._database!r}, {self._name!r})"
+    @property
+    def settings(self) -> Settings:
+        """This view's codec options, read preference, write concern and read concern."""
+        return self._settings
+
+    @property
+    def codec_options(self) -> CodecOptions[Any]:
+        return self._settings.codec_options
+
+    @property
+    def read_preference(self) -> ReadPreferenceMode:
+        """Kept and reported; reads ignore it, as there is one node (DIVERGENCES.md)."""
+        return self._settings.read_preference
 
     @property
     def write_concern(self) -> WriteConcern:
-        return WriteConcern()
+        return self._settings.write_concern
 
-    def with_options(
-        self: _Collection,
-        codec_options: Any = None,
-        read_preference: Any = None,
-        write_concern: Any = None,
-        read_concern: Any = None,
-    ) -> _Collection:
-        """Codec, read and write options are not simulated; the same collection is returned."""
-        return self
+    @property
+    def read_concern(self) -> ReadConcern:
+        """Kept and reported; every read sees the latest write, whatever the level (DIVERGENCES.md)."""
+        return self._settings.read_concern
+
+    def __repr__(self) -> str:
+        return f"InMemoryCollection({self._database!r}, {self._name!r})"
+
+    def __eq__(self, other: object) -> bool:
+        """Views of the same collection are equal, as pymongo's collection objects are."""
+        if isinstance(other, CollectionBase):
+            return self._database == other.database and self._name == other.name
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self._database, self._name))
 
     def fail_next(self, operation: str, error: BaseException, *, times: int = 1) -> None:
         """Make the next ``times`` calls of ``operation`` on this collection raise ``error``."""
         self._database.client.faults.fail_next(operation, error, collection=self.full_name, times=times)
+
+    def hold(self, operation: str) -> HeldOperation:
+        """Pause the next call of ``operation`` on this collection until the hold is released."""
+        return self._database.client.faults.hold(operation, collection=self.full_name)
+
+    # -- write concern ----------------------------------------------------------------------------
+    @property
+    def _acknowledged(self) -> bool:
+        return self._settings.write_concern.acknowledged
+
+    def _check_write_collation(self, collation: CollationArg) -> None:
+        """As :func:`check_collation`, but first refuse any collation on an unacknowledged write.
+
+        pymongo raises ``ConfigurationError("Collation is unsupported for unacknowledged
+        writes.")`` before sending such an update, delete or findAndModify
+        (``AsyncCollection._update``/``_delete``, ``AsyncConnection.command``).
+        """
+        if collation is not None and not self._acknowledged:
+            collation_document(collation)  # pymongo checks the collation's type first
+            raise ConfigurationError("Collation is unsupported for unacknowledged writes.")
+        check_collation(collation)
+
+    def _write(self, write: Callable[[], _T]) -> _T | None:
+        """Run a write; unacknowledged (``w=0``), a failure the server reports is lost.
+
+        With ``w=0`` pymongo sends the write and reads no reply, so the caller never learns of a
+        duplicate key or a bad update; errors raised client-side (a document that BSON cannot
+        encode, an injected network fault) still reach it.
+        """
+        if self._acknowledged:
+            return write()
+        with contextlib.suppress(OperationFailure):
+            write()
+        return None
+
+    def _check_default_collation(self, collation: CollationArg) -> None:
+        """Refuse a query that would use the collection's non-simple default collation.
+
+        Operations on a collection with a default collation use it unless they give another
+        (https://www.mongodb.com/docs/manual/reference/method/db.createCollection/); the engine
+        compares binary only, so it asks for the simple collation explicitly instead.
+        """
+        default = self._state.catalog.default_collation
+        if default is not None and collation is None:
+            raise NotImplementedError(
+                f"{self.full_name} has the default collation {default!r} and InMemoryMongoClient"
+                " compares strings binary only; pass collation={'locale': 'simple'} to query it"
+                " (agent_framework_mongodb/testing/DIVERGENCES.md)."
+            )
 
     # -- plumbing ---------------------------------------------------------------------------------
     @property
@@ -95,10 +174,10 @@ class CollectionBase:
         await asyncio.sleep(0)  # every operation lets other tasks run before it executes atomically
         unsupported(session=session)
         self._database.client.check_open()
-        self._database.client.faults.check(operation, self.full_name)
+        await self._database.client.reach_server(operation, self.full_name)
 
     def _out(self, document: Mapping[str, Any]) -> dict[str, Any]:
-        return to_client(document, self._database.client.codec_options)
+        return to_client(document, self._settings.codec_options)
 
     def _query(
         self,
@@ -117,7 +196,7 @@ class CollectionBase:
         if hint is None:
             return
         spec = hint if isinstance(hint, str) else dict(normalize_sort(hint))
-        if self._catalog.resolve_hint(spec) is None:
+        if self._state.catalog.resolve_hint(spec) is None:
             raise command_error(
                 2,
                 "error processing query: planner returned error :: caused by :: hint provided does"
@@ -125,13 +204,13 @@ class CollectionBase:
             )
 
     def _insert_stored(self, stored: dict[str, Any], *, index: int = 0) -> None:
-        specs = self._catalog.unique_specs()
-        spec = self._unique.collision(specs, None, stored)
+        specs = self._state.catalog.unique_specs()
+        spec = self._state.unique.collision(specs, None, stored)
         if spec is not None:
-            raise duplicate_write_error(self._catalog.duplicate_key(spec, stored), index=index)
+            raise duplicate_write_error(self._state.catalog.duplicate_key(spec, stored), index=index)
         self._backend.insert_one(stored)
-        self._unique.apply(specs, None, stored)
-        self._created = True
+        self._state.unique.apply(specs, None, stored)
+        self._state.created = True
 
     def _project(self, document: dict[str, Any] | None, projection: Any) -> dict[str, Any] | None:
         if document is None:
@@ -158,15 +237,15 @@ class CollectionBase:
         if bson_size(post) > MAX_BSON_SIZE:
             message = f"Resulting document after update is larger than {MAX_BSON_SIZE}"
             raise command_error(17419, message) if command else write_error(17419, message)
-        specs = self._catalog.unique_specs()
-        spec = self._unique.collision(specs, pre, post)
+        specs = self._state.catalog.unique_specs()
+        spec = self._state.unique.collision(specs, pre, post)
         if spec is not None:
-            dup = self._catalog.duplicate_key(spec, post)
+            dup = self._state.catalog.duplicate_key(spec, post)
             raise duplicate_command_error(dup) if command else duplicate_write_error(dup)
-        self._unique.apply(specs, pre, post)
+        self._state.unique.apply(specs, pre, post)
         if pre is None:
             self._backend.insert_one(dict(post))
-            self._created = True
+            self._state.created = True
             return None, post, post["_id"], True
         changed = not same_bson(pre, post)
         if changed and as_mapping(pre["_id"]) is not None:
@@ -186,7 +265,7 @@ class CollectionBase:
 
     def _delete_stored(self, document: Mapping[str, Any]) -> None:
         self._backend.delete_one({"_id": document["_id"]})
-        self._unique.apply(self._catalog.unique_specs(), document, None)
+        self._state.unique.apply(self._state.catalog.unique_specs(), document, None)
 
     def stored_documents(self) -> list[dict[str, Any]]:
         """A copy of the stored documents, datetimes as naive UTC as the server keeps them."""
@@ -194,7 +273,7 @@ class CollectionBase:
 
     def index_specs(self) -> list[dict[str, Any]]:
         """The index definitions (without ``v``), ``_id_`` first; empty before the collection exists."""
-        return self._catalog.specs() if self._created else []
+        return self._state.catalog.specs() if self._state.created else []
 
     # -- indexes and lifecycle ----------------------------------------------------------------------
     async def create_index(
@@ -219,25 +298,25 @@ class CollectionBase:
         documents = self._query(None)
         names: list[str] = []
         for model in indexes:
-            spec = self._catalog.prepare(model.document)
+            spec = self._state.catalog.prepare(model.document)
             if spec is not None:
                 for position, document in enumerate(documents):
-                    dup = self._catalog.duplicate(document, documents[:position], specs=[spec])
+                    dup = self._state.catalog.duplicate(document, documents[:position], specs=[spec])
                     if dup is not None:
                         raise duplicate_command_error(dup, prefix="Index build failed: ")
-                self._catalog.add(spec)
-                self._unique.invalidate()
+                self._state.catalog.add(spec)
+                self._state.unique.invalidate()
             names.append(str(model.document["name"]))
-        self._created = True
+        self._state.created = True
         return names
 
     async def list_indexes(self, *, session: object = None, **_ignored: Any) -> InMemoryCommandCursor:
         await self._enter("list_indexes", session)
-        return InMemoryCommandCursor(self._catalog.listing() if self._created else [])
+        return InMemoryCommandCursor(self._state.catalog.listing() if self._state.created else [])
 
     async def index_information(self, *, session: object = None, **_ignored: Any) -> dict[str, Any]:
         await self._enter("index_information", session)
-        listing = self._catalog.listing() if self._created else []
+        listing = self._state.catalog.listing() if self._state.created else []
         return {
             spec["name"]: {**{k: v for k, v in spec.items() if k != "name"}, "key": list(spec["key"].items())}
             for spec in listing
@@ -250,15 +329,15 @@ class CollectionBase:
         if name == "*":
             raise OperationFailure("use drop_indexes() to drop all indexes")
         await self._enter("drop_index", session)
-        if not self._created:
+        if not self._state.created:
             raise command_error(26, f"ns not found {self.full_name}")
-        self._catalog.drop(name)
-        self._unique.invalidate()
+        self._state.catalog.drop(name)
+        self._state.unique.invalidate()
 
     async def drop_indexes(self, *, session: object = None, **_ignored: Any) -> None:
         await self._enter("drop_indexes", session)
-        self._catalog.drop_all()
-        self._unique.invalidate()
+        self._state.catalog.drop_all()
+        self._state.unique.invalidate()
 
     async def drop(self, *, session: object = None, **_ignored: Any) -> None:
         await self._enter("drop", session)
@@ -267,6 +346,4 @@ class CollectionBase:
     def reset(self) -> None:
         """Forget documents and indexes, as dropping the collection does."""
         self._backend.drop()
-        self._catalog.reset()
-        self._unique.invalidate()
-        self._created = False
+        self._state.reset()

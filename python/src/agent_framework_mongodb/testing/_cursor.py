@@ -9,7 +9,7 @@ from typing import Any, cast
 from pymongo.collation import Collation
 from pymongo.errors import InvalidOperation
 
-from ._codec import check_collation
+from ._collation import check_collation
 
 SortSpec = str | Sequence[str | tuple[str, int]] | Mapping[str, int]
 

@@ -1,7 +1,8 @@
-"""Deterministic fault injection: make the next call of an operation raise a chosen error."""
+"""Deterministic fault injection: make the next call of an operation raise a chosen error or wait."""
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 
 
@@ -13,6 +14,68 @@ class _Fault:
     remaining: int
 
 
+class HeldOperation:
+    """One upcoming call of an operation, paused until :meth:`release` (from ``FaultPlan.hold``).
+
+    The first call matching the hold pauses after it has yielded to the event loop and before it
+    touches any data, like a request the server has not yet run; tests use it to interleave
+    operations deterministically ("writer A is slow while others run"). Each hold catches one
+    call. Released before any call reaches it, the hold still catches the next matching call,
+    which then goes straight on. Under a client-side operation timeout the paused call waits at
+    most until its deadline and then fails with ``NetworkTimeout``, having changed nothing.
+    """
+
+    def __init__(self, operation: str, collection: str | None) -> None:
+        self.operation = operation
+        self.collection = collection
+        self._reached = asyncio.Event()
+        self._released = asyncio.Event()
+        self._held = False
+
+    def __repr__(self) -> str:
+        state = "held" if self._held else "released" if self.is_released else "armed"
+        return f"HeldOperation({self.operation!r}, collection={self.collection!r}, {state})"
+
+    async def reached(self) -> None:
+        """Wait until a matching call has reached the hold (it may still be paused there)."""
+        await self._reached.wait()
+
+    def release(self) -> None:
+        """Let the paused call go on (or the next matching one pass straight through)."""
+        self._released.set()
+
+    @property
+    def is_reached(self) -> bool:
+        """Whether a matching call has reached the hold."""
+        return self._reached.is_set()
+
+    @property
+    def is_held(self) -> bool:
+        """Whether a call is paused at the hold right now."""
+        return self._held
+
+    @property
+    def is_released(self) -> bool:
+        return self._released.is_set()
+
+    def matches(self, operation: str, collection: str | None) -> bool:
+        return self.operation == operation and self.collection in (None, collection)
+
+    async def pause(self, timeout: float | None) -> bool:
+        """Pause the calling operation until released; False when ``timeout`` seconds pass first."""
+        self._reached.set()
+        if self._released.is_set():
+            return True
+        self._held = True
+        try:
+            await asyncio.wait_for(self._released.wait(), timeout)
+        except asyncio.TimeoutError:
+            return False
+        finally:
+            self._held = False
+        return True
+
+
 @dataclass
 class FaultPlan:
     """Errors queued for upcoming operations of one :class:`InMemoryMongoClient`.
@@ -20,10 +83,12 @@ class FaultPlan:
     An operation is named after the method called (``"insert_one"``, ``"find_one_and_update"``,
     ``"find"`` for the first fetch of a cursor, ``"command"`` ...). A queued error is raised after
     the operation has yielded to the event loop and before it touches any data, so a failed
-    operation changes nothing, like a request that never reached the server.
+    operation changes nothing, like a request that never reached the server. A hold
+    (:meth:`hold`) pauses a call at the same point; a call both held and failed fails when released.
     """
 
     _faults: list[_Fault] = field(default_factory=list[_Fault])
+    _holds: list[HeldOperation] = field(default_factory=list[HeldOperation])
 
     def fail_next(
         self,
@@ -39,9 +104,25 @@ class FaultPlan:
             raise ValueError("times must be at least 1")
         self._faults.append(_Fault(operation, collection, error, times))
 
+    def hold(self, operation: str, *, collection: str | None = None) -> HeldOperation:
+        """Pause the next call of ``operation`` (on ``collection``, a full name such as
+        ``"db.coll"``, or on any collection when None) until the returned hold is released."""
+        held = HeldOperation(operation, collection)
+        self._holds.append(held)
+        return held
+
     def clear(self) -> None:
-        """Forget every queued fault."""
+        """Forget every queued fault and every hold no call has reached yet."""
         self._faults.clear()
+        self._holds.clear()
+
+    def take_hold(self, operation: str, collection: str | None) -> HeldOperation | None:
+        """The first hold waiting for this call, which it now owns; None when there is none."""
+        for held in self._holds:
+            if held.matches(operation, collection):
+                self._holds.remove(held)
+                return held
+        return None
 
     @property
     def pending(self) -> int:

@@ -14,6 +14,7 @@ from bson.decimal128 import Decimal128
 from bson.objectid import ObjectId
 
 from ._codec import as_list, as_mapping, wire_value
+from ._collation import expand_collation
 from ._errors import DuplicateKey, command_error
 
 _filter_applies: Any = getattr(_filtering, "filter_applies")  # noqa: B009 - untyped module
@@ -43,7 +44,10 @@ def _normalize(spec: Mapping[str, Any]) -> dict[str, Any]:
             continue
         if option in ("unique", "sparse", "hidden") and not value:
             continue
-        if option == "collation" and value.get("locale") == "simple":
+        if option == "collation":
+            expanded = expand_collation(value)
+            if expanded is not None:  # the server stores no simple collation
+                out[option] = expanded
             continue
         out[option] = wire_value(value)
     return out
@@ -155,14 +159,36 @@ def _first(document: Mapping[str, Any], path: str) -> Any:
 
 
 class IndexCatalog:
-    """The indexes of one collection, in creation order, with ``_id_`` always first."""
+    """The indexes of one collection, in creation order, with ``_id_`` always first.
+
+    A collection created with a non-simple default collation gives it to ``_id_`` and to every
+    index created without a collation (SERVER-23945; SERVER-89689 notes "the default _id index
+    will use the collection's collation"); an index created with ``{locale: "simple"}`` keeps the
+    simple collation and, as the server stores no simple collation, is listed without one
+    (jstests/core/collation.js, jstests/libs/index_catalog_helpers.js, SERVER-119573). A v:1
+    index does not inherit it (jstests/core/collation.js).
+    """
 
     def __init__(self, namespace: str) -> None:
         self.namespace = namespace
-        self._specs: dict[str, dict[str, Any]] = {"_id_": dict(ID_INDEX)}
+        self._default: dict[str, Any] | None = None
+        self._specs: dict[str, dict[str, Any]] = {"_id_": self._id_index()}
 
-    def reset(self) -> None:
-        self._specs = {"_id_": dict(ID_INDEX)}
+    @property
+    def default_collation(self) -> dict[str, Any] | None:
+        """The collection's default collation, expanded; None for the simple collation."""
+        return None if self._default is None else dict(self._default)
+
+    def reset(self, default_collation: dict[str, Any] | None = None) -> None:
+        """Only ``_id_``, for a collection (re)created with this default collation."""
+        self._default = default_collation
+        self._specs = {"_id_": self._id_index()}
+
+    def _id_index(self) -> dict[str, Any]:
+        spec = dict(ID_INDEX)
+        if self._default is not None:
+            spec["collation"] = dict(self._default)
+        return spec
 
     def specs(self) -> list[dict[str, Any]]:
         return [dict(spec) for spec in self._specs.values()]
@@ -181,6 +207,8 @@ class IndexCatalog:
         """Validate a createIndexes spec; return it normalized, or None when it already exists."""
         _validate(raw_spec)
         spec = _normalize(raw_spec)
+        if self._default is not None and "collation" not in raw_spec and raw_spec.get("v") != 1:
+            spec["collation"] = dict(self._default)
         existing = self._specs.get(spec["name"])
         if existing is not None:
             if existing == spec:
@@ -219,7 +247,8 @@ class IndexCatalog:
         del self._specs[name]
 
     def drop_all(self) -> None:
-        self.reset()
+        """Drop every index but ``_id_``; the collection keeps its default collation."""
+        self._specs = {"_id_": self._id_index()}
 
     def unique_specs(self) -> list[dict[str, Any]]:
         """The unique indexes, ``_id_`` first."""

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
+from pymongo import ReadPreference
+from pymongo.read_concern import ReadConcern
 from pymongo.write_concern import WriteConcern
 
 from agent_framework_mongodb.testing import InMemoryCollection
@@ -20,11 +22,25 @@ async def test_concurrent_upserts_on_a_unique_key_never_race(coll: InMemoryColle
     assert stored == [{"key": "k", "n": 10}]
 
 
-async def test_write_concern_is_accepted_and_ignored(coll: InMemoryCollection) -> None:
-    unacknowledged = coll.with_options(write_concern=WriteConcern(w=0))
-    assert unacknowledged is coll
-    result = await unacknowledged.insert_one({"_id": 1})
-    assert result.acknowledged
+async def test_read_settings_are_kept_but_every_read_sees_the_latest_write(coll: InMemoryCollection) -> None:
+    # A secondary could lag and a "local" read could see a write later rolled back; the engine has
+    # one node, so every read preference and read concern reads the same, latest data.
+    writer = coll.with_options(write_concern=WriteConcern(w="majority", wtimeout=1, j=True))
+    reader = coll.with_options(
+        read_preference=ReadPreference.SECONDARY, read_concern=ReadConcern("available")
+    )
+    assert (await writer.insert_one({"_id": 1})).acknowledged
+    assert await reader.find_one({"_id": 1}) == {"_id": 1}
+    assert reader.read_preference == ReadPreference.SECONDARY
+    assert reader.read_concern.level == "available"
+
+
+async def test_unacknowledged_writes_apply_before_returning(coll: InMemoryCollection) -> None:
+    # With w=0 the server applies a write some time after pymongo returns; the engine applies it
+    # before returning, so a following read on any connection already sees it.
+    result = await coll.with_options(write_concern=WriteConcern(w=0)).insert_one({"_id": 1})
+    assert not result.acknowledged
+    assert await coll.count_documents({}) == 1
 
 
 async def test_cursor_results_are_fixed_at_first_fetch(coll: InMemoryCollection) -> None:

@@ -42,10 +42,25 @@ async def test_list_indexes_shapes_match_the_server(coll: InMemoryCollection) ->
     assert info["by_thread"]["key"] == [("thread", 1), ("ts", -1)]
 
 
-async def test_non_simple_index_collation_is_listed(coll: InMemoryCollection) -> None:
+async def test_non_simple_index_collation_is_listed_expanded(coll: InMemoryCollection) -> None:
+    # The server lists every collation field, filled in from ICU's defaults (jstests/core/collation.js).
     await coll.create_index("name", collation={"locale": "en", "strength": 2})
     listing = await _listing(coll)
-    assert listing[1]["collation"] == {"locale": "en", "strength": 2}
+    assert listing[1]["collation"] == {
+        "locale": "en",
+        "caseLevel": False,
+        "caseFirst": "off",
+        "strength": 2,
+        "numericOrdering": False,
+        "alternate": "non-ignorable",
+        "maxVariable": "punct",
+        "normalization": False,
+        "backwards": False,
+        "version": "57.1",
+    }
+    # The same collation spelled out in full is the same index.
+    assert await coll.create_index("name", collation=listing[1]["collation"]) == "name_1"
+    assert len(await _listing(coll)) == 2
 
 
 async def test_identical_recreation_is_a_no_op(coll: InMemoryCollection) -> None:
