@@ -15,9 +15,9 @@ from pymongo.read_preferences import Primary, SecondaryPreferred
 from pymongo.write_concern import WriteConcern
 
 from agent_framework_mongodb import MongoDBCheckpointStorage, MongoDBConfigurationError
-from agent_framework_mongodb.testing import InMemoryCollection
+from agent_framework_mongodb.testing import InMemoryCollection, InMemoryMongoClient
 
-from ._support import ProxyCollection, make_options, make_storage
+from ._support import ProxyCollection, make_checkpoint, make_options, make_storage
 
 UNREACHABLE = "mongodb://concerns.invalid:27017/"
 
@@ -97,3 +97,15 @@ async def test_every_operation_goes_through_the_derived_collection(collection: I
     proxy.with_options = recording  # type: ignore[method-assign]
     make_storage(proxy)
     assert derived == [{"read_preference": Primary()}]
+
+
+async def test_the_engine_models_the_same_binding() -> None:
+    # The in-process engine carries the settings too, so users' own tests see what pymongo does.
+    secondary = InMemoryMongoClient(readPreference="secondaryPreferred")
+    storage = MongoDBCheckpointStorage(mongo_client=secondary, options=make_options())
+    assert _bound_collection(storage).read_preference == Primary()
+    await storage.save(make_checkpoint("cp-primary"))
+    assert (await storage.load("cp-primary")).checkpoint_id == "cp-primary"
+
+    with pytest.raises(MongoDBConfigurationError, match="unacknowledged"):
+        MongoDBCheckpointStorage(mongo_client=InMemoryMongoClient(w=0), options=make_options())

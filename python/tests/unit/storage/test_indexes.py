@@ -14,7 +14,7 @@ from agent_framework_mongodb import (
     MongoDBIndexMissingError,
 )
 from agent_framework_mongodb.checkpoints.indexes import CHECKPOINT_INDEXES, collation_conflict
-from agent_framework_mongodb.testing import InMemoryCollection
+from agent_framework_mongodb.testing import InMemoryCollection, InMemoryMongoClient
 
 from ._support import (
     CHECKPOINT_KIND,
@@ -231,3 +231,26 @@ def test_a_default_collation_is_read_from_the_listed_id_index(
     if conflict is not None:
         assert "'fr'" in conflict
         assert "default collation" in conflict
+
+
+async def test_a_collection_with_a_default_collation_is_refused_before_anything_is_created(
+    client: InMemoryMongoClient,
+) -> None:
+    collection = await client["checkpoint_db"].create_collection("french", collation={"locale": "fr"})
+    storage = make_storage(collection)
+
+    with pytest.raises(MongoDBIndexMismatchError, match="default collation") as raised:
+        await storage.ensure_indexes()
+    assert raised.value.retryable is False
+    assert list(await listed_indexes(collection)) == ["_id_"], "ensure_indexes created an index anyway"
+
+    with pytest.raises(MongoDBIndexMismatchError, match="default collation"):
+        await storage.validate_indexes()
+
+
+async def test_a_collection_without_a_default_collation_is_provisioned(client: InMemoryMongoClient) -> None:
+    collection = await client["checkpoint_db"].create_collection("plain")
+    storage = make_storage(collection)
+
+    assert set(await storage.ensure_indexes()) == set(INDEX_NAMES)
+    await storage.validate_indexes()

@@ -21,8 +21,9 @@ from pymongo import AsyncMongoClient
 from pymongo.errors import PyMongoError
 
 from agent_framework_mongodb import MongoDBCheckpointStorage, MongoDBTimeoutError
+from agent_framework_mongodb.testing import InMemoryMongoClient
 
-from ._support import WORKFLOW, make_checkpoint, make_options
+from ._support import WORKFLOW, make_checkpoint, make_options, make_storage
 
 # A connection attempt that pymongo abandons at the deadline leaves its socket to the garbage
 # collector, which warns about it later, in whichever test runs then. The sockets are pymongo's.
@@ -134,3 +135,23 @@ async def test_the_default_deadline_replaces_the_clients_timeout_ms_for_the_stor
     )
 
     assert elapsed < LATE, elapsed
+
+
+async def test_a_held_insert_times_out_unapplied_and_the_retry_stores_it_once() -> None:
+    # Over the engine, which honours pymongo.timeout: the insert never reaches the data.
+    client = InMemoryMongoClient()
+    collection = client["db"]["checkpoints"]
+    storage = make_storage(collection, operation_timeout=TIMEOUT)
+    await storage.save(make_checkpoint("cp-before"))
+    checkpoint = make_checkpoint("cp-slow")
+    await storage.save(make_checkpoint("cp-steady"))
+    held = client.hold("find_one_and_update")
+
+    with pytest.raises(MongoDBTimeoutError) as raised:
+        await storage.save(checkpoint)
+
+    assert held.is_reached
+    assert raised.value.retryable is True
+    assert await storage.list_checkpoint_ids(workflow_name=WORKFLOW) == ["cp-before", "cp-steady"]
+    assert await storage.save(checkpoint) == "cp-slow"
+    assert await storage.list_checkpoint_ids(workflow_name=WORKFLOW) == ["cp-before", "cp-steady", "cp-slow"]
