@@ -13,18 +13,23 @@ import dataclasses
 import os
 import random
 from collections.abc import Mapping
-from typing import TypeGuard
+from typing import TypeGuard, cast
 
+import pymongo
 from pymongo import AsyncMongoClient
+from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.driver_info import DriverInfo
 from pymongo.errors import PyMongoError
+from pymongo.topology_description import TopologyDescription
 
 from ..errors import (
     MongoDBConfigurationError,
+    MongoDBIntegrationError,
     MongoDBTimeoutError,
     is_transient_driver_error,
     translate_driver_error,
 )
+from ._connection_failures import FailureReason, failure_reason, topology_failure_reason
 from .driver import CheckpointClient, CheckpointCollection, CheckpointDatabase, Document
 
 __all__ = [
@@ -46,6 +51,10 @@ DEFAULT_WAIT_TIMEOUT = 30.0
 
 _FIRST_RETRY_DELAY = 0.05
 _MAX_RETRY_DELAY = 2.0
+_BACKSTOP_GRACE = 1.0
+"""Extra seconds before asyncio abandons a ping that ``pymongo.timeout`` did not end. pymongo's
+selection loop looks at its deadline every half second (``MIN_HEARTBEAT_INTERVAL``), so its own
+``ServerSelectionTimeoutError``, which carries the reason, normally arrives well before this."""
 
 # https://www.mongodb.com/docs/manual/reference/limits/#naming-restrictions
 # The Windows set is the stricter one; a name that works everywhere is the one to accept.
@@ -124,31 +133,74 @@ def create_owned_client(connection_string: str) -> CheckpointClient:
 async def wait_for_server(database: CheckpointDatabase, *, timeout: float) -> None:
     """Ping until the server answers, retrying transient failures with backoff within ``timeout``.
 
+    Each ping runs under ``pymongo.timeout`` with what remains of ``timeout``, so pymongo's
+    server selection gives up at the deadline with an error of its own instead of waiting its
+    default 30 seconds; an asyncio deadline slightly later bounds databases that ignore it.
+
     Raises:
-        MongoDBTimeoutError: The server did not answer within ``timeout`` seconds.
+        MongoDBTimeoutError: The server did not answer within ``timeout`` seconds. The message
+            says why in a fixed phrase (connection refused, host name not resolved, TLS
+            handshake failed, timed out, unknown); ``__cause__`` is the last driver error.
         MongoDBIntegrationError: The server answered with a failure a retry will not clear
-            (authorization, configuration); raised at once.
+            (authentication, authorization, configuration); raised at once, with the reason.
     """
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     delay = _FIRST_RETRY_DELAY
     last_error: PyMongoError | None = None
+    reason = FailureReason.TIMED_OUT
     while (remaining := deadline - loop.time()) > 0:
         try:
-            await asyncio.wait_for(database.command("ping"), remaining)
+            await asyncio.wait_for(_ping(database, deadline), remaining + _BACKSTOP_GRACE)
         except asyncio.TimeoutError:
+            topology = _topology_of(database)
+            reason = FailureReason.TIMED_OUT if topology is None else topology_failure_reason(topology)
             break
         except PyMongoError as error:
-            if not is_transient_driver_error(error):
-                raise translate_driver_error(error, operation="read", action="ping the server") from error
+            if not (is_transient_driver_error(error) or error.timeout):
+                raise _permanent_failure(error, _topology_of(database)) from error
             last_error = error
+            reason = failure_reason(error, _topology_of(database))
         else:
             return
         # Jitter keeps a fleet of workers started together from pinging in lockstep.
         pause = delay * random.uniform(0.5, 1.0)  # noqa: S311 - not a security use
         await asyncio.sleep(min(pause, max(0.0, deadline - loop.time())))
         delay = min(delay * 2, _MAX_RETRY_DELAY)
-    raise MongoDBTimeoutError(f"MongoDB did not answer a ping within {timeout:g} seconds.") from last_error
+    raise MongoDBTimeoutError(
+        f"MongoDB did not answer a ping within {timeout:g} seconds (reason: {reason.value})."
+    ) from last_error
+
+
+async def _ping(database: CheckpointDatabase, deadline: float) -> None:
+    client = _pymongo_client(database)
+    if client is not None:
+        # Open the client (start its monitor tasks) before setting a deadline: pymongo 4.13.0's
+        # background tasks copy the context they start in, so a pymongo.timeout around the first
+        # operation would stay in its monitors after connect returns and fail every heartbeat
+        # once it passed (PYTHON-5406, fixed in 4.13.1). Returns at once on an open client.
+        # Opening resolves a mongodb+srv name, so the deadline is read after it.
+        await client.aconnect()
+    with pymongo.timeout(max(0.0, deadline - asyncio.get_running_loop().time())):
+        await database.command("ping")
+
+
+def _permanent_failure(error: PyMongoError, topology: TopologyDescription | None) -> MongoDBIntegrationError:
+    reason = failure_reason(error, topology)
+    action = "ping the server" if reason is FailureReason.UNKNOWN else f"ping the server: {reason.value}"
+    return translate_driver_error(error, operation="read", action=action)
+
+
+def _topology_of(database: CheckpointDatabase) -> TopologyDescription | None:
+    """What pymongo's monitors last saw, for a real pymongo database; None for any other."""
+    client = _pymongo_client(database)
+    return None if client is None else client.topology_description
+
+
+def _pymongo_client(database: CheckpointDatabase) -> AsyncMongoClient[Document] | None:
+    if not isinstance(database, AsyncDatabase):
+        return None
+    return cast("AsyncDatabase[Document]", database).client
 
 
 def validate_wait_timeout(timeout: object) -> float:

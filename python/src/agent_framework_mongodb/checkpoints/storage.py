@@ -139,12 +139,16 @@ class MongoDBCheckpointStorage(CheckpointStorage):
 
         Takes the constructor's arguments plus ``wait_timeout``, the seconds to keep retrying
         (with backoff) while the server is unreachable, so a worker started beside MongoDB
-        waits for it instead of failing.
+        waits for it instead of failing. Each ping's server selection is bounded by what
+        remains of ``wait_timeout`` (``pymongo.timeout``), so the call returns close to it.
 
         Raises:
-            MongoDBTimeoutError: The server did not answer within ``wait_timeout``.
+            MongoDBTimeoutError: The server did not answer within ``wait_timeout``. The
+                message gives the reason as a fixed phrase (connection refused, host name not
+                resolved, TLS handshake failed, timed out (server did not answer), unknown),
+                never the driver's text; ``__cause__`` is the last driver error.
             MongoDBIntegrationError: A failure a retry will not clear, such as refused
-                credentials; raised at once.
+                credentials (``authentication failed``); raised at once.
 
         A client the storage built is closed again if waiting fails.
         """
