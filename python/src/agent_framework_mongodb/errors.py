@@ -196,9 +196,13 @@ DriverOperation = Literal["read", "write", "provision"]
 # Server error codes, from the MongoDB manual's error code reference
 # (https://www.mongodb.com/docs/manual/reference/error-codes/).
 _AUTHORIZATION_CODES: frozenset[int] = frozenset({13, 18, 31})
-"""Unauthorized, AuthenticationFailed, RoleNotFound. Code 8000 is Atlas's catch-all ``AtlasError``
-(for example "you are over your space quota"), not a refusal of credentials: it takes the
-operation's own category."""
+"""Unauthorized, AuthenticationFailed, RoleNotFound."""
+
+_ATLAS_ERROR: Final = 8000
+_ATLAS_BAD_AUTH: Final = "bad auth"
+"""Code 8000 is Atlas's catch-all ``AtlasError`` (for example "you are over your space quota"),
+which takes the operation's own category; Atlas also refuses credentials with it, as
+"bad auth : Authentication failed.", and only that message makes it an authorization error."""
 
 _CAPABILITY_CODES: frozenset[int] = frozenset({20, 59, 115, 168, 40324})
 """IllegalOperation, CommandNotFound, CommandNotSupported, InvalidPipelineOperator, unknown stage."""
@@ -284,7 +288,9 @@ def _categorize(  # noqa: PLR0911 - one return per category, in order of precede
         return MongoDBConfigurationError
     if code in _DOCUMENT_TOO_LARGE_CODES or _is_insert_too_large(error, code):
         return MongoDBSerializationError
-    if code in _AUTHORIZATION_CODES:
+    if code in _AUTHORIZATION_CODES or (
+        code == _ATLAS_ERROR and _server_message_starts(error, _ATLAS_BAD_AUTH)
+    ):
         return MongoDBAuthorizationError
     if code in _CAPABILITY_CODES:
         return MongoDBCapabilityError
@@ -328,12 +334,16 @@ _FAILURE_BY_OPERATION: Mapping[DriverOperation, type[MongoDBIntegrationError]] =
 
 
 def _is_insert_too_large(error: PyMongoError | BSONError, code: int | None) -> bool:
-    if code != _BAD_VALUE or not isinstance(error, OperationFailure):
+    return code == _BAD_VALUE and _server_message_starts(error, _TOO_LARGE_TO_INSERT)
+
+
+def _server_message_starts(error: PyMongoError | BSONError, prefix: str) -> bool:
+    """Whether the server's message begins with ``prefix``, case-insensitively. Read to classify,
+    never repeated: a server message can quote sizes, namespaces, hosts or user names."""
+    if not isinstance(error, OperationFailure):
         return False
-    details = error.details or {}
-    message = details.get("errmsg")
-    # Read to classify, never repeated: the message quotes the document's size and namespace.
-    return isinstance(message, str) and message.startswith(_TOO_LARGE_TO_INSERT)
+    message = (error.details or {}).get("errmsg", str(error))
+    return isinstance(message, str) and message.lower().startswith(prefix.lower())
 
 
 def _error_code(error: PyMongoError | BSONError) -> int | None:

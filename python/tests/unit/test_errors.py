@@ -120,8 +120,18 @@ TRANSLATIONS: list[tuple[PyMongoError | InvalidDocument | InvalidBSON, DriverOpe
     # Authorization by server code, whatever the operation.
     (failure(13, code_name="Unauthorized"), "read", MongoDBAuthorizationError),
     (failure(18, code_name="AuthenticationFailed"), "write", MongoDBAuthorizationError),
-    # Atlas's catch-all AtlasError (for example a space quota) takes the operation's category.
-    (failure(8000, code_name="AtlasError"), "write", MongoDBPersistenceError),
+    # Atlas's catch-all AtlasError (for example a space quota) takes the operation's category,
+    # unless it is Atlas refusing the credentials.
+    (
+        failure(8000, code_name="AtlasError", message="you are over your space quota"),
+        "write",
+        MongoDBPersistenceError,
+    ),
+    (
+        failure(8000, code_name="AtlasError", message="bad auth : Authentication failed."),
+        "read",
+        MongoDBAuthorizationError,
+    ),
     (failure(8000, code_name="AtlasError"), "read", MongoDBRetrievalError),
     (failure(8000, code_name="AtlasError"), "provision", MongoDBIndexError),
     # Capability.

@@ -178,7 +178,9 @@ async def _ping(database: CheckpointDatabase, deadline: float) -> None:
         # Open the client (start its monitor tasks) before setting a deadline: pymongo 4.13.0's
         # background tasks copy the context they start in, so a pymongo.timeout around the first
         # operation would stay in its monitors after connect returns and fail every heartbeat
-        # once it passed (PYTHON-5406, fixed in 4.13.1). Returns at once on an open client.
+        # once it passed (PYTHON-5406, fixed in 4.13.1, which the package now requires; opening
+        # first still keeps the client's start-up out of the ping's deadline). Returns at once on
+        # an open client.
         # Opening resolves a mongodb+srv name, so the deadline is read after it.
         await client.aconnect()
     with pymongo.timeout(max(0.0, deadline - asyncio.get_running_loop().time())):

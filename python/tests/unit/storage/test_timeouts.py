@@ -18,7 +18,7 @@ from typing import Any
 import pymongo
 import pytest
 from pymongo import AsyncMongoClient
-from pymongo.errors import PyMongoError
+from pymongo.errors import AutoReconnect, NetworkTimeout, PyMongoError
 
 from agent_framework_mongodb import MongoDBCheckpointStorage, MongoDBTimeoutError
 from agent_framework_mongodb.testing import InMemoryMongoClient
@@ -155,3 +155,22 @@ async def test_a_held_insert_times_out_unapplied_and_the_retry_stores_it_once() 
     assert await storage.list_checkpoint_ids(workflow_name=WORKFLOW) == ["cp-before", "cp-steady"]
     assert await storage.save(checkpoint) == "cp-slow"
     assert await storage.list_checkpoint_ids(workflow_name=WORKFLOW) == ["cp-before", "cp-steady", "cp-slow"]
+
+
+async def test_the_first_operations_deadline_does_not_stay_in_the_clients_monitors() -> None:
+    # pymongo 4.13.0 started a lazily connected client's monitor tasks inside the context of its
+    # first operation, deadline included, and every heartbeat failed once it passed (PYTHON-5406).
+    # The storage's first operation is such a first operation; the package requires 4.13.1.
+    client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(
+        f"mongodb://127.0.0.1:{_refusing_port()}/?heartbeatFrequencyMS=500"
+    )
+    storage = MongoDBCheckpointStorage(mongo_client=client, options=make_options(operation_timeout=TIMEOUT))
+    try:
+        with pytest.raises(MongoDBTimeoutError):
+            await storage.load("cp-timeout")
+        await asyncio.sleep(1.5)  # heartbeats after the deadline passed
+        (description,) = client.topology_description.server_descriptions().values()
+        assert isinstance(description.error, AutoReconnect)
+        assert not isinstance(description.error, NetworkTimeout), description.error
+    finally:
+        await client.close()
