@@ -14,7 +14,12 @@ from agent_framework_mongodb import MongoDBCheckpointStorage, MongoDBCheckpointS
 from agent_framework_mongodb.checkpoints import sequences
 from agent_framework_mongodb.checkpoints.driver import CheckpointCursor
 from agent_framework_mongodb.checkpoints.indexes import SIMPLE_COLLATION
-from agent_framework_mongodb.checkpoints.queries import counter_filter
+from agent_framework_mongodb.checkpoints.queries import (
+    IDEMPOTENCY_PROJECTION,
+    checkpoint_filter,
+    counter_filter,
+    insert_if_absent,
+)
 from agent_framework_mongodb.checkpoints.scope import RunScope
 
 DEFAULT_DATABASE = "agent_framework_test"
@@ -268,6 +273,22 @@ def delete_command(collection_name: str, query: Mapping[str, Any], *, many: bool
 
 COUNTER_RECHECK_GRACE_MS = 60_000
 """The default options' grace (twice the 30 s operation timeout), in milliseconds."""
+
+
+def insert_if_absent_command(
+    collection_name: str, scope: RunScope, checkpoint_id: str, fields: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The ``findAndModify`` command a save's insert sends for a checkpoint with ``fields``."""
+    query = checkpoint_filter(scope, checkpoint_id)
+    return {
+        "findAndModify": collection_name,
+        "query": query,
+        "update": insert_if_absent({**query, **fields}, query),
+        "fields": dict(IDEMPOTENCY_PROJECTION),
+        "upsert": True,
+        "new": False,
+        "collation": dict(SIMPLE_COLLATION),
+    }
 
 
 def counter_allocation_command(

@@ -59,6 +59,7 @@ from ._support import (
     delete_command,
     find_command,
     index_scans,
+    insert_if_absent_command,
     save_chain,
     stage_names,
     uses_id_index,
@@ -569,6 +570,22 @@ async def test_plan_counter_find_and_modify_is_an_id_lookup(seeded: Seeded, ttl:
 
     assert_id_index(explain)
     assert await raw_counter(seeded.target, seeded.storage) == before, "explain must not write"
+
+
+async def test_plan_insert_if_absent_is_an_id_lookup_and_writes_nothing_for_a_stored_id(
+    seeded: Seeded,
+) -> None:
+    # An identical retry's insert: the upsert finds the stored checkpoint through _id_ and only
+    # reports its identity; $setOnInsert changes nothing.
+    before = await seeded.storage.load(seeded.ids[5])
+    command = insert_if_absent_command(
+        seeded.target.collection_name, seeded.scope, seeded.ids[5], {"sequence": 10**9, "payload_hash": "x"}
+    )
+
+    explain = await seeded.target.explain(command)
+
+    assert_id_index(explain)
+    assert (await seeded.storage.load(seeded.ids[5])).to_dict() == before.to_dict()
 
 
 async def test_plan_deletes_are_index_lookups(seeded: Seeded) -> None:

@@ -30,8 +30,8 @@ class MongoDBCheckpointClearResult:
     Attributes:
         checkpoints_deleted: Checkpoint documents of the run that were deleted.
         counter_deleted: 1 if the run's sequence counter was deleted, else 0.
-        acknowledged: Whether the server acknowledged both deletes (write concern ``w: 0``
-            leaves the counts unknown, reported as 0).
+        acknowledged: Always true: a storage refuses an unacknowledged write concern at
+            construction, so both deletes were acknowledged. Kept for compatibility.
     """
 
     checkpoints_deleted: int
