@@ -144,14 +144,15 @@ class InstantCollection:
         self._runs: dict[str, list[tuple[int, _Stored]]] = {}
         self._counters: dict[str, int] = {}
         self._ids: set[Any] = set()
-        self._pending: list[bytes] = []
+        self._pending: list[dict[str, Any]] = []
 
     # -- the server's side, kept out of timed calls ----------------------------------------------
     def settle(self) -> None:
-        """Store inserted documents as the server would, and encode their replies."""
+        """Store upserted documents as the server would (the filter's equalities, then
+        ``$setOnInsert``), and encode their replies."""
         pending, self._pending = self._pending, []
-        for raw in pending:
-            stored = _Stored(bson.decode(raw))
+        for seed in pending:
+            stored = _Stored(bson.decode(bson.encode(seed)))
             for projection in _KNOWN_PROJECTIONS:
                 stored.reply(projection)
             document = stored.document
@@ -210,7 +211,7 @@ class InstantCollection:
                 self.settle()
             return bson.decode(self._documents[filter["_id"]].reply(projection))
         self._ids.add(filter["_id"])
-        self._pending.append(bson.encode({**filter, **fields}))  # what the server stores
+        self._pending.append({**filter, **fields})  # built into a document by settle(), server-side
         return None
 
     def _run_of(self, query: Mapping[str, Any]) -> list[tuple[int, _Stored]]:
