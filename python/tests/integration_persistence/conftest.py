@@ -25,7 +25,7 @@ import uuid
 from collections.abc import AsyncIterator
 
 import pytest
-from pymongo import AsyncMongoClient
+from pymongo import AsyncMongoClient, ReadPreference
 
 from agent_framework_mongodb.testing import InMemoryMongoClient
 
@@ -50,7 +50,11 @@ async def target() -> AsyncIterator[MongoTarget]:
         client = AsyncMongoClient(uri, serverSelectionTimeoutMS=SERVER_SELECTION_TIMEOUT_MS)
     try:
         database = client[database_name]
-        collection: IntegrationCollection = database[collection_name]
+        # The suite's own raw reads check what the storage wrote: from the primary, as the storage
+        # reads, whatever read preference MONGODB_URI names.
+        collection: IntegrationCollection = database[collection_name].with_options(
+            read_preference=ReadPreference.PRIMARY
+        )
         try:
             yield MongoTarget(
                 collection=collection,
