@@ -3,6 +3,7 @@
 from .checkpoints.options import MongoDBCheckpointStorageOptions
 from .checkpoints.results import MongoDBCheckpointClearResult, MongoDBCheckpointPage
 from .checkpoints.storage import MongoDBCheckpointStorage
+from .checkpoints.strict import MongoDBStrictSaveFailure
 from .errors import (
     MongoDBAuthorizationError,
     MongoDBCapabilityError,
@@ -42,6 +43,7 @@ __all__ = [
     "MongoDBPersistenceError",
     "MongoDBRetrievalError",
     "MongoDBSerializationError",
+    "MongoDBStrictSaveFailure",
     "MongoDBTimeoutError",
     "MongoDBTransientPersistenceError",
     "MongoDBTransientRetrievalError",

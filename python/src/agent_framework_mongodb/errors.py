@@ -2,10 +2,11 @@
 
 Every error the package raises is a :class:`MongoDBIntegrationError`, which is also Agent
 Framework's ``WorkflowCheckpointException``: framework code that catches checkpoint failures
-catches ours without knowing this package exists. Each class carries a stable ``category``
-string; completion logs record that string and never the message. Every error also says
-whether calling the same method again is safe and may succeed (``retryable``), so a caller's
-retry policy need not know the class tree.
+catches ours without knowing this package exists (the one exception: with ``strict_saves``, ``save``
+wraps its error in ``MongoDBStrictSaveFailure``, a ``BaseException``; see ``checkpoints/strict.py``).
+Each class carries a stable ``category`` string; completion logs record that string and never
+the message. Every error also says whether calling the same method again is safe and may succeed
+(``retryable``), so a caller's retry policy need not know the class tree.
 
 Driver failures reach callers only through :func:`translate_driver_error`, which picks the
 category from the exception class, the server error code and the error labels, and keeps the

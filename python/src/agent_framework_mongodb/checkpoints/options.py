@@ -92,6 +92,12 @@ class MongoDBCheckpointStorageOptions:
             signs every save, any of them verifies a load, so keys rotate. With keys set, an
             unsigned, edited or moved payload is refused before it is decoded. Never shown in
             ``repr``.
+        strict_saves: Make a failed ``save`` stop the workflow run. Agent Framework catches
+            every ``Exception`` a save raises, logs a warning and carries on, so by default a
+            misconfigured storage can finish a run with no checkpoints. With ``True``, ``save``
+            raises ``MongoDBStrictSaveFailure`` instead (a ``BaseException`` carrying the
+            package error as ``error`` and ``__cause__``), which ends ``workflow.run(...)``;
+            direct callers of ``save`` get it too. See docs/adr/0011-strict-saves.md.
 
     Identifiers are taken exactly as given: one with surrounding white space or control
     characters is rejected, never trimmed, so two spellings can never share a run.
@@ -107,6 +113,7 @@ class MongoDBCheckpointStorageOptions:
     allowed_checkpoint_types: Iterable[str | type] = ()
     operation_timeout: float = DEFAULT_OPERATION_TIMEOUT
     signing_keys: Iterable[bytes] = dataclasses.field(default=(), repr=False)
+    strict_saves: bool = False
 
     def __post_init__(self) -> None:
         validate_identifier("tenant_id", self.tenant_id)
@@ -123,6 +130,7 @@ class MongoDBCheckpointStorageOptions:
             self, "allowed_checkpoint_types", _validate_type_keys(self.allowed_checkpoint_types)
         )
         object.__setattr__(self, "signing_keys", _validate_signing_keys(self.signing_keys))
+        _validate_strict_saves(self.strict_saves)
 
     @property
     def counter_recheck_grace(self) -> timedelta:
@@ -186,6 +194,12 @@ def _validate_ttl(ttl: object, recheck_grace: timedelta) -> None:
         )
     if ttl > MAX_TTL:
         raise MongoDBConfigurationError(f"ttl must be at most {MAX_TTL.days} days; use None to never expire.")
+
+
+def _validate_strict_saves(strict_saves: object) -> None:
+    # Only a bool: a truthy string such as "false" must not switch strict saves on.
+    if not isinstance(strict_saves, bool):
+        raise MongoDBConfigurationError(f"strict_saves must be True or False, not {strict_saves!r}.")
 
 
 def _validate_page_bounds(page_size: object, max_page_size: object) -> None:

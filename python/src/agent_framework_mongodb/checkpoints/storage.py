@@ -62,6 +62,7 @@ from .queries import (
 from .results import MongoDBCheckpointClearResult, MongoDBCheckpointPage
 from .scope import RunScope
 from .sequences import allocate_sequence
+from .strict import escalated_save_failures
 
 __all__ = ["MongoDBCheckpointStorage"]
 
@@ -220,8 +221,11 @@ class MongoDBCheckpointStorage(CheckpointStorage):
             MongoDBConcurrencyError: The id is already stored with different content.
             MongoDBTimeoutError: The save did not complete within ``operation_timeout``; saving
                 the same checkpoint again is safe.
+            MongoDBStrictSaveFailure: With ``strict_saves`` on, instead of any of the above (which
+                becomes its ``error`` and ``__cause__``); a ``BaseException``, so Agent Framework's
+                ``except Exception`` around saves lets it stop the run.
         """
-        with self._operation("save") as record:
+        with escalated_save_failures(self._options.strict_saves), self._operation("save") as record:
             prepared = self._prepare(checkpoint)
             checkpoint_id = await self._insert(prepared)
             record.result_count = 1
