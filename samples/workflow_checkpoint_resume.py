@@ -14,12 +14,12 @@ build them, resume the run from MongoDB with the manager's answer and finish it.
 
 import asyncio
 import os
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from agent_framework import Executor, Workflow, WorkflowBuilder, WorkflowContext, handler, response_handler
 
 from agent_framework_mongodb import MongoDBCheckpointStorage, MongoDBCheckpointStorageOptions
+from expense_models import ExpenseClaim
 
 if TYPE_CHECKING:
     from agent_framework_mongodb.testing import InMemoryMongoClient
@@ -28,20 +28,14 @@ WORKFLOW_NAME = "expense-approval"
 AUTO_APPROVE_LIMIT = 100.0
 
 
-@dataclass
-class ExpenseClaim:
-    expense_id: str
-    employee: str
-    amount: float
-    purpose: str
-
-
 OPTIONS = MongoDBCheckpointStorageOptions(
     tenant_id="demo-tenant",
     workflow_name=WORKFLOW_NAME,
     session_id="expense-42",
-    # Application classes that checkpoints hold must be listed to be loaded again.
-    allowed_checkpoint_types=(f"{__name__}:ExpenseClaim",),
+    # Application classes that checkpoints hold must be listed to be loaded again. ExpenseClaim
+    # lives in an importable module, not in this script: a class defined here would be stored as
+    # "__main__:ExpenseClaim", which a worker started from another entry point cannot load.
+    allowed_checkpoint_types=[ExpenseClaim],
 )
 
 

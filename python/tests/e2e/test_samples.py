@@ -20,8 +20,13 @@ pytestmark = pytest.mark.skipif(
 
 
 @pytest.fixture
-def load_sample() -> Iterator[Callable[[str], ModuleType]]:
-    """Import a sample by file name; it is registered in sys.modules so its classes can be loaded."""
+def load_sample(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[str], ModuleType]]:
+    """Import a sample by file name; it is registered in sys.modules so its classes can be loaded.
+
+    The samples folder goes on sys.path, as running a sample puts it there, so a sample imports its
+    application classes (samples/expense_models.py) by the name they are stored under.
+    """
+    monkeypatch.syspath_prepend(str(SAMPLES))
     loaded: list[str] = []
 
     def load(file_name: str) -> ModuleType:
