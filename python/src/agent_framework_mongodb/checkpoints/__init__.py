@@ -1,1 +1,63 @@
-"""Checkpoint storage internals: options, scope, codec, documents, sequences, paging, indexes, storage."""
+"""MongoDB checkpoint storage for Microsoft Agent Framework workflows: the whole public API.
+
+Import from here when Microsoft's ``agent-framework-mongodb`` (the vector store) is installed in the same
+environment. Both distributions install the import package ``agent_framework_mongodb``, so they share one
+``agent_framework_mongodb/__init__.py``: whichever installed last owns it, and uninstalling either removes
+it. This subpackage belongs to this distribution alone and keeps importing in every one of those cases;
+see docs/adr/0001-distribution-name.md.
+
+The top-level package re-exports exactly these names (``agent_framework_mongodb.MongoDBCheckpointStorage``
+is the specification's path); a unit test keeps the two lists equal.
+"""
+
+from ..errors import (
+    MongoDBAuthorizationError,
+    MongoDBCapabilityError,
+    MongoDBCheckpointNotFoundError,
+    MongoDBConcurrencyError,
+    MongoDBConfigurationError,
+    MongoDBIndexError,
+    MongoDBIndexMismatchError,
+    MongoDBIndexMissingError,
+    MongoDBIntegrationError,
+    MongoDBIntegrityError,
+    MongoDBMappingError,
+    MongoDBPersistenceError,
+    MongoDBRetrievalError,
+    MongoDBSerializationError,
+    MongoDBTimeoutError,
+    MongoDBTransientPersistenceError,
+    MongoDBTransientRetrievalError,
+)
+from .options import MongoDBCheckpointStorageOptions
+from .results import MongoDBCheckpointClearResult, MongoDBCheckpointPage
+from .storage import MongoDBCheckpointStorage
+from .strict import MongoDBStrictSaveFailure
+
+# Index provisioning (`ensure_checkpoint_indexes`, `validate_checkpoint_indexes`) is to be exported
+# here and added to `__all__` below, then re-exported from the top-level `__init__`.
+
+__all__ = [
+    "MongoDBAuthorizationError",
+    "MongoDBCapabilityError",
+    "MongoDBCheckpointClearResult",
+    "MongoDBCheckpointNotFoundError",
+    "MongoDBCheckpointPage",
+    "MongoDBCheckpointStorage",
+    "MongoDBCheckpointStorageOptions",
+    "MongoDBConcurrencyError",
+    "MongoDBConfigurationError",
+    "MongoDBIndexError",
+    "MongoDBIndexMismatchError",
+    "MongoDBIndexMissingError",
+    "MongoDBIntegrationError",
+    "MongoDBIntegrityError",
+    "MongoDBMappingError",
+    "MongoDBPersistenceError",
+    "MongoDBRetrievalError",
+    "MongoDBSerializationError",
+    "MongoDBStrictSaveFailure",
+    "MongoDBTimeoutError",
+    "MongoDBTransientPersistenceError",
+    "MongoDBTransientRetrievalError",
+]
