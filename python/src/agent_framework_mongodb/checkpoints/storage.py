@@ -414,8 +414,10 @@ class MongoDBCheckpointStorage(CheckpointStorage):
     def _require_workflow(self, workflow_name: object) -> None:
         if workflow_name != self._scope.workflow_name:
             raise MongoDBConfigurationError(
-                "workflow_name differs from the workflow this storage is bound to; use a storage "
-                "bound to that workflow."
+                "workflow_name differs from the workflow this storage is bound to. Agent Framework "
+                "names a workflow randomly per WorkflowBuilder unless it is given a name, so a rebuilt "
+                "workflow never matches: build it with WorkflowBuilder(name=...) equal to the "
+                "options' workflow_name, or use a storage bound to that workflow."
             )
 
     def _prepare(self, checkpoint: object) -> PreparedCheckpoint:
