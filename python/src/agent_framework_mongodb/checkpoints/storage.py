@@ -9,6 +9,7 @@ client-side deadline (``operation_timeout``), all its round trips included.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import AsyncIterator, Generator, Mapping
 from contextlib import contextmanager
 from types import TracebackType
@@ -86,7 +87,9 @@ class MongoDBCheckpointStorage(CheckpointStorage):
 
     Raises:
         MongoDBConfigurationError: The options are not options, the sources are ambiguous or
-            missing, a name or URI is invalid, or the write concern is unacknowledged (``w=0``).
+            missing, a name or URI is invalid, the write concern is unacknowledged (``w=0``), or
+            an ``allowed_checkpoint_types`` entry leads to no class (its module is imported to
+            find out: listing a class is consent to import it).
 
     The storage reads from the primary whatever the client's read preference, so every read
     sees every acknowledged write. Injected clients and collections stay the caller's and are
@@ -100,6 +103,7 @@ class MongoDBCheckpointStorage(CheckpointStorage):
     _codec: CheckpointCodec
     _signer: PayloadSigner | None
     _owned_client: CheckpointClient | None
+    _lifetime: _ClientLifetime
 
     def __init__(
         self,
@@ -120,8 +124,9 @@ class MongoDBCheckpointStorage(CheckpointStorage):
             collection_name=collection_name,
         )
         codec = CheckpointCodec(options.allowed_checkpoint_types)
+        codec.check_allowed_types()
         collection = bind_collection(source.collection)
-        self._bind(collection, options, codec, owned_client=source.owned_client)
+        self._bind(collection, options, codec, owned_client=source.owned_client, lifetime=_ClientLifetime())
 
     @classmethod
     async def connect(
@@ -176,7 +181,7 @@ class MongoDBCheckpointStorage(CheckpointStorage):
         """
         storage = type(self).__new__(type(self))
         options = self._options.with_session(session_id)
-        storage._bind(self._collection, options, self._codec, owned_client=None)
+        storage._bind(self._collection, options, self._codec, owned_client=None, lifetime=self._lifetime)
         return storage
 
     @property
@@ -188,10 +193,12 @@ class MongoDBCheckpointStorage(CheckpointStorage):
         """Close the client if this storage built it; injected clients are left open.
 
         Safe to call any number of times: the owned client is closed exactly once, even if
-        that close raises.
+        that close raises. Once it is, this storage and those ``for_session`` made from it
+        refuse every operation with ``MongoDBConfigurationError``.
         """
         client, self._owned_client = self._owned_client, None
         if client is not None:
+            self._lifetime.closed = True
             await client.close()
 
     async def __aenter__(self) -> MongoDBCheckpointStorage:
@@ -390,9 +397,11 @@ class MongoDBCheckpointStorage(CheckpointStorage):
     def _operation(self, name: str) -> Generator[OperationRecord]:
         """One public operation: its completion record, under one deadline for all its round trips.
 
-        A caller's enclosing ``pymongo.timeout`` block can only shorten the deadline.
+        A caller's enclosing ``pymongo.timeout`` block can only shorten the deadline. A storage
+        whose client it closed is refused first, before any I/O.
         """
         with completion_log(name) as record, pymongo.timeout(self._options.operation_timeout):
+            self._require_open()
             yield record
 
     def _bind(
@@ -402,6 +411,7 @@ class MongoDBCheckpointStorage(CheckpointStorage):
         codec: CheckpointCodec,
         *,
         owned_client: CheckpointClient | None,
+        lifetime: _ClientLifetime,
     ) -> None:
         self._collection = collection
         self._options = options
@@ -410,6 +420,14 @@ class MongoDBCheckpointStorage(CheckpointStorage):
         keys = tuple(options.signing_keys)
         self._signer = PayloadSigner(keys) if keys else None
         self._owned_client = owned_client
+        self._lifetime = lifetime
+
+    def _require_open(self) -> None:
+        if self._lifetime.closed:
+            raise MongoDBConfigurationError(
+                "This storage is closed: close() closed the client it built, which this storage and "
+                "every for_session() storage made from it share. Build a new storage."
+            )
 
     def _require_workflow(self, workflow_name: object) -> None:
         if workflow_name != self._scope.workflow_name:
@@ -565,6 +583,13 @@ class MongoDBCheckpointStorage(CheckpointStorage):
         if len(documents) < limit:
             return None
         return encode_cursor(self._scope, _position_of(documents[-1]))
+
+
+@dataclasses.dataclass(slots=True)
+class _ClientLifetime:
+    """Whether a storage-built client was closed; shared by its owner and ``for_session`` siblings."""
+
+    closed: bool = False
 
 
 def _require_checkpoint_id(checkpoint_id: object) -> str:
