@@ -1,6 +1,7 @@
 """MongoDB checkpoint storage for Microsoft Agent Framework workflows."""
 
 from .checkpoints.options import MongoDBCheckpointStorageOptions
+from .checkpoints.provisioning import ensure_checkpoint_indexes, validate_checkpoint_indexes
 from .checkpoints.results import MongoDBCheckpointClearResult, MongoDBCheckpointPage
 from .checkpoints.storage import MongoDBCheckpointStorage
 from .errors import (
@@ -45,4 +46,6 @@ __all__ = [
     "MongoDBTimeoutError",
     "MongoDBTransientPersistenceError",
     "MongoDBTransientRetrievalError",
+    "ensure_checkpoint_indexes",
+    "validate_checkpoint_indexes",
 ]

@@ -26,8 +26,6 @@ from ..errors import (
     MongoDBCheckpointNotFoundError,
     MongoDBConcurrencyError,
     MongoDBConfigurationError,
-    MongoDBIndexMismatchError,
-    MongoDBIndexMissingError,
     MongoDBMappingError,
     translate_driver_error,
     translated_driver_errors,
@@ -45,9 +43,10 @@ from .connection import (
 )
 from .documents import PreparedCheckpoint, prepare_checkpoint, stored_payload, utc_now
 from .driver import CheckpointClient, CheckpointCollection, Document
-from .indexes import CHECKPOINT_INDEXES, SIMPLE_COLLATION, collation_conflict, index_differences
+from .indexes import CHECKPOINT_INDEXES, SIMPLE_COLLATION
 from .options import MongoDBCheckpointStorageOptions, validate_identifier
 from .paging import PagePosition, decode_cursor, encode_cursor, resolve_limit
+from .provisioning import check_indexes, create_indexes
 from .queries import (
     ASCENDING_SEQUENCE,
     DESCENDING_SEQUENCE,
@@ -352,19 +351,20 @@ class MongoDBCheckpointStorage(CheckpointStorage):
         The only operation that creates indexes. Creating an index that already exists with
         the same definition does nothing.
 
+        The steps of :func:`~.provisioning.ensure_checkpoint_indexes`, under this storage's
+        deadline.
+
         Raises:
             MongoDBIndexMismatchError: An index of the same name or keys exists with another
-                definition, or the collection has a non-simple default collation (checked
-                first: nothing is created then).
+                definition (the required index is named), or the collection has a non-simple
+                default collation (checked first: nothing is created then).
             MongoDBIndexError: An index could not be built, for example a unique one over
                 documents that already repeat its key.
         """
         with self._operation("ensure_indexes") as record:
-            _require_simple_collection_collation(await self._listed_indexes())
-            with translated_driver_errors(operation="provision", action="create indexes"):
-                names = await self._collection.create_indexes([spec.model() for spec in CHECKPOINT_INDEXES])
+            names = await create_indexes(self._collection)
             record.result_count = len(names)
-            return tuple(names)
+            return names
 
     async def validate_indexes(self) -> None:
         """Check, read-only, that every required index exists with its exact definition.
@@ -375,20 +375,7 @@ class MongoDBCheckpointStorage(CheckpointStorage):
                 or the collection has a non-simple default collation.
         """
         with self._operation("validate_indexes") as record:
-            listed = await self._listed_indexes()
-            _require_simple_collection_collation(listed)
-            for spec in CHECKPOINT_INDEXES:
-                index = listed.get(spec.name)
-                if index is None:
-                    raise MongoDBIndexMissingError(
-                        f"Index {spec.name!r} is missing; run ensure_indexes() at deploy time."
-                    )
-                differences = index_differences(spec, index)
-                if differences:
-                    raise MongoDBIndexMismatchError(
-                        f"Index {spec.name!r} differs in {', '.join(differences)}; drop it and run "
-                        "ensure_indexes()."
-                    )
+            await check_indexes(self._collection)
             record.result_count = len(CHECKPOINT_INDEXES)
 
     # -- Steps --------------------------------------------------------------------------
@@ -548,11 +535,6 @@ class MongoDBCheckpointStorage(CheckpointStorage):
         with translated_driver_errors(operation="read", action=action):
             return await self._collection.find_one(query, projection, sort=sort, collation=SIMPLE_COLLATION)
 
-    async def _listed_indexes(self) -> dict[str, Mapping[str, Any]]:
-        with translated_driver_errors(operation="provision", action="list indexes"):
-            cursor = await self._collection.list_indexes()
-            return {str(index.get("name")): index for index in await cursor.to_list(None)}
-
     async def _fetch_page(
         self, projection: Mapping[str, int], *, after: PagePosition | None, limit: int
     ) -> list[Document]:
@@ -610,12 +592,6 @@ def _position_of(document: Mapping[str, Any]) -> PagePosition:
     if isinstance(sequence, bool) or not isinstance(sequence, int):
         raise MongoDBMappingError("A stored checkpoint document has no sequence.")
     return PagePosition(sequence, _checkpoint_id_of(document))
-
-
-def _require_simple_collection_collation(listed: Mapping[str, Mapping[str, Any]]) -> None:
-    conflict = collation_conflict(listed)
-    if conflict is not None:
-        raise MongoDBIndexMismatchError(conflict)
 
 
 def _require_options(options: object) -> None:
