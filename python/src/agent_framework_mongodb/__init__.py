@@ -43,6 +43,8 @@ from .checkpoints import (
     MongoDBTimeoutError,
     MongoDBTransientPersistenceError,
     MongoDBTransientRetrievalError,
+    ensure_checkpoint_indexes,
+    validate_checkpoint_indexes,
 )
 
 if TYPE_CHECKING:
@@ -80,6 +82,8 @@ __all__ = [
     "MongoDBTimeoutError",
     "MongoDBTransientPersistenceError",
     "MongoDBTransientRetrievalError",
+    "ensure_checkpoint_indexes",
+    "validate_checkpoint_indexes",
 ]
 
 # Microsoft's `agent-framework-mongodb`: its module and the public names its own `__init__` exports.

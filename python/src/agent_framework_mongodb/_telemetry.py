@@ -25,6 +25,11 @@ MAX_LOGGED_COUNT: Final = 10_000
 _FEATURE: Final = "checkpoint_storage"
 _EXPECTED_CATEGORIES: Final = frozenset({"not_found"})
 """Error outcomes callers meet in normal use (a framework probing for a checkpoint): INFO, not WARNING."""
+_ERROR_LEVEL_OPERATIONS: Final = frozenset({"save"})
+"""Operations whose failure is logged at ERROR, whatever the category. Agent Framework catches a
+failed save, logs its own warning and carries on (``create_checkpoint_if_enabled`` in
+``agent_framework/_workflows/_runner.py``), so the run continues without the checkpoint a
+resume would need; this record is the storage's own signal of it."""
 
 _logger = logging.getLogger(LOGGER_NAME)
 # A library must not print through logging's last-resort handler when the application has not
@@ -60,7 +65,7 @@ def completion_log(operation: str) -> Generator[OperationRecord, None, None]:
         outcome, category = "error", "unexpected"
         raise
     finally:
-        level = _level(outcome, category)
+        level = _level(operation, outcome, category)
         if _logger.isEnabledFor(level):
             _emit(
                 level,
@@ -72,9 +77,11 @@ def completion_log(operation: str) -> Generator[OperationRecord, None, None]:
             )
 
 
-def _level(outcome: str, category: str | None) -> int:
+def _level(operation: str, outcome: str, category: str | None) -> int:
     if outcome != "error":
         return logging.DEBUG
+    if operation in _ERROR_LEVEL_OPERATIONS:
+        return logging.ERROR
     return logging.INFO if category in _EXPECTED_CATEGORIES else logging.WARNING
 
 

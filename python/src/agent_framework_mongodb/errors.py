@@ -28,6 +28,7 @@ from pymongo.errors import (
     ConfigurationError,
     ConnectionFailure,
     DuplicateKeyError,
+    InvalidOperation,
     OperationFailure,
     ProtocolError,
     PyMongoError,
@@ -222,6 +223,12 @@ _TOO_LARGE_TO_INSERT: Final = "object to insert too large"
 """The server refuses an oversized insert with the generic BadValue code and this message
 (``fixDocumentForInsert`` in src/mongo/db/ops/insert.cpp); only the pair means "too large"."""
 
+_CLIENT_CLOSED: Final = "Cannot use AsyncMongoClient after close"
+"""pymongo's whole message when a closed client is used (``Topology._ensure_opened`` in
+pymongo/asynchronous/topology.py, read in 4.20.1; the in-process engine raises the same).
+``InvalidOperation`` also covers unrelated misuse (a cursor re-used, a session ended), so only
+this exact text is read as "the client is closed"."""
+
 _TIMEOUT_CODES: frozenset[int] = frozenset({50, 202, 262})
 """MaxTimeMSExpired, NetworkInterfaceExceededTimeLimit, ExceededTimeLimit."""
 
@@ -254,6 +261,11 @@ def translate_driver_error(
         action: A short, data-free description such as ``"load a checkpoint"``; it becomes
             part of the message and must not contain ids, scopes or names.
     """
+    if _is_closed_client(error):
+        return MongoDBConfigurationError(
+            f"MongoDB could not {action}: the client was closed. A storage cannot be used after its "
+            "client is closed; whoever owns the client closed it."
+        )
     code = _error_code(error)
     message = f"MongoDB could not {action}{_describe(error, code)}"
     category = _categorize(error, code, operation)
@@ -332,6 +344,11 @@ _FAILURE_BY_OPERATION: Mapping[DriverOperation, type[MongoDBIntegrationError]] =
     "write": MongoDBPersistenceError,
     "provision": MongoDBIndexError,
 }
+
+
+def _is_closed_client(error: PyMongoError | BSONError) -> bool:
+    # Read to classify, never repeated (the rule every driver message follows here).
+    return isinstance(error, InvalidOperation) and str(error) == _CLIENT_CLOSED
 
 
 def _is_insert_too_large(error: PyMongoError | BSONError, code: int | None) -> bool:

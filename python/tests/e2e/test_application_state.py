@@ -135,6 +135,17 @@ async def test_a_workflow_run_logs_the_refused_save_and_keeps_only_loadable_chec
     ]
     assert refusals
     assert all(type_key(LedgerEntry) in message for message in refusals)
+    # The storage's own record of each refused save is ERROR, with its category and no message.
+    ours = [
+        record
+        for record in caplog.records
+        if record.name == "agent_framework_mongodb"
+        and record.__dict__["operation"] == "save"
+        and record.__dict__["outcome"] == "error"
+    ]
+    assert len(ours) == len(refusals)
+    assert all(record.levelno == logging.ERROR for record in ours)
+    assert all(record.__dict__["error_category"] == "serialization" for record in ours)
 
     # What was stored is exactly the checkpoints without the class, and every one loads.
     stored = await storage.list_checkpoints(workflow_name=LEDGER_WORKFLOW)

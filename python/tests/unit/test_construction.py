@@ -14,7 +14,6 @@ from agent_framework_mongodb import (
     MongoDBCheckpointStorage,
     MongoDBCheckpointStorageOptions,
     MongoDBConfigurationError,
-    MongoDBIntegrationError,
     MongoDBTimeoutError,
 )
 from agent_framework_mongodb.checkpoints import connection
@@ -226,8 +225,118 @@ async def test_for_session_stops_working_once_the_owner_closes(
     owner = MongoDBCheckpointStorage(connection_string=UNREACHABLE_URI, options=OPTIONS)
     other = owner.for_session("s2")
     await owner.close()
-    with pytest.raises(MongoDBIntegrationError):
+    with pytest.raises(MongoDBConfigurationError, match="This storage is closed"):
         await other.list_checkpoint_ids(workflow_name="w")
+
+
+# -- use after close -----------------------------------------------------------------------------
+
+CLOSED_CALLS: dict[str, Any] = {
+    "get_latest": lambda s: s.get_latest(workflow_name="w"),
+    "load": lambda s: s.load("cp-1"),
+    "delete": lambda s: s.delete("cp-1"),
+    "clear_run": lambda s: s.clear_run(),
+    "ensure_indexes": lambda s: s.ensure_indexes(),
+}
+
+
+@pytest.mark.parametrize("name", list(CLOSED_CALLS))
+async def test_an_owner_closed_storage_and_its_siblings_refuse_before_any_io(
+    owned_clients: list[InMemoryMongoClient], name: str
+) -> None:
+    owner = MongoDBCheckpointStorage(connection_string=UNREACHABLE_URI, options=OPTIONS)
+    before = owner.for_session("s2")
+    await owner.close()
+    after = owner.for_session("s3")
+    for storage in (owner, before, after):
+        # The engine would raise InvalidOperation if reached ("the client was closed"); the
+        # storage's own refusal comes first.
+        with pytest.raises(MongoDBConfigurationError, match="This storage is closed"):
+            await CLOSED_CALLS[name](storage)
+
+
+async def test_a_sibling_closing_itself_leaves_the_owner_and_itself_working(
+    owned_clients: list[InMemoryMongoClient],
+) -> None:
+    owner = MongoDBCheckpointStorage(connection_string=UNREACHABLE_URI, options=OPTIONS)
+    sibling = owner.for_session("s2")
+    await sibling.close()
+    assert await sibling.get_latest(workflow_name="w") is None
+    assert await owner.get_latest(workflow_name="w") is None
+    await owner.close()
+
+
+async def test_an_injected_client_closed_by_its_owner_is_a_clear_configuration_error() -> None:
+    client = InMemoryMongoClient()
+    storage = MongoDBCheckpointStorage(mongo_client=client, options=OPTIONS)
+    await client.close()
+    with pytest.raises(MongoDBConfigurationError, match="the client was closed") as raised:
+        await storage.get_latest(workflow_name="w")
+    assert type(raised.value.__cause__).__name__ == "InvalidOperation"
+
+
+async def test_a_real_client_closed_by_its_owner_is_recognised() -> None:
+    client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(UNREACHABLE_URI, connect=False)
+    storage = MongoDBCheckpointStorage(mongo_client=client, options=OPTIONS)
+    await client.close()
+    with pytest.raises(MongoDBConfigurationError, match="the client was closed"):
+        await storage.load("cp-1")
+
+
+# -- allowed_checkpoint_types --------------------------------------------------------------------
+
+
+class Listed:
+    """A module-level class, importable by its name."""
+
+
+@pytest.mark.parametrize(
+    ("entry", "reason"),
+    [
+        ("nope.mod:Thing", "module 'nope.mod' not found"),
+        ("json:Nope", "module 'json' has no attribute 'Nope'"),
+        ("json:dumps", "'dumps' is a function, not a class"),
+        ("json:JSONDecodeError.nope", "no attribute 'nope'"),
+        ("json:JSONDecodeError", "defined elsewhere"),
+    ],
+)
+def test_an_allowed_entry_that_names_no_class_is_refused_at_construction(entry: str, reason: str) -> None:
+    options = MongoDBCheckpointStorageOptions(
+        tenant_id="t", workflow_name="w", session_id="s", allowed_checkpoint_types=[Listed, entry]
+    )  # the options take it: they only check its form
+    with pytest.raises(MongoDBConfigurationError) as raised:
+        MongoDBCheckpointStorage(mongo_client=InMemoryMongoClient(), options=options)
+    message = str(raised.value)
+    assert f"allowed_checkpoint_types entry {entry!r}" in message
+    assert reason in message
+
+
+def test_a_module_that_fails_to_import_is_named_with_the_error_class(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib
+
+    real = importlib.import_module
+
+    def failing(name: str, package: str | None = None) -> Any:
+        if name == "broken_app.models":
+            raise ModuleNotFoundError("No module named 'missing_dependency'", name="missing_dependency")
+        return real(name, package)
+
+    monkeypatch.setattr(importlib, "import_module", failing)
+    options = MongoDBCheckpointStorageOptions(
+        tenant_id="t", workflow_name="w", session_id="s", allowed_checkpoint_types=["broken_app.models:State"]
+    )
+    with pytest.raises(MongoDBConfigurationError, match=r"importing module 'broken_app.models' failed"):
+        MongoDBCheckpointStorage(mongo_client=InMemoryMongoClient(), options=options)
+
+
+def test_allowed_classes_and_names_of_classes_construct() -> None:
+    options = MongoDBCheckpointStorageOptions(
+        tenant_id="t",
+        workflow_name="w",
+        session_id="s",
+        allowed_checkpoint_types=[Listed, "decimal:Context", "agent_framework:NotChecked"],
+    )
+    MongoDBCheckpointStorage(mongo_client=InMemoryMongoClient(), options=options)
 
 
 def test_for_session_validates() -> None:

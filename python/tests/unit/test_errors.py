@@ -290,3 +290,19 @@ def test_insert_too_large_needs_both_the_code_and_the_message() -> None:
         assert (
             type(translate_driver_error(error, operation="write", action="save")) is MongoDBPersistenceError
         )
+
+
+@pytest.mark.parametrize("operation", ["read", "write", "provision"])
+def test_a_closed_client_is_a_configuration_error_saying_so(operation: DriverOperation) -> None:
+    error = InvalidOperation("Cannot use AsyncMongoClient after close")
+    translated = translate_driver_error(error, operation=operation, action="read the latest")
+    assert type(translated) is MongoDBConfigurationError
+    assert "the client was closed" in str(translated)
+    assert translated.retryable is False
+
+
+def test_only_the_closed_client_text_is_read_as_closed() -> None:
+    other = InvalidOperation("cannot set options after executing query")
+    translated = translate_driver_error(other, operation="read", action="read a page of checkpoints")
+    assert type(translated) is MongoDBRetrievalError
+    assert "closed" not in str(translated)

@@ -30,12 +30,10 @@ from ..errors import (
     MongoDBTransientRetrievalError,
 )
 from .options import MongoDBCheckpointStorageOptions
+from .provisioning import ensure_checkpoint_indexes, validate_checkpoint_indexes
 from .results import MongoDBCheckpointClearResult, MongoDBCheckpointPage
 from .storage import MongoDBCheckpointStorage
 from .strict import MongoDBStrictSaveFailure
-
-# Index provisioning (`ensure_checkpoint_indexes`, `validate_checkpoint_indexes`) is to be exported
-# here and added to `__all__` below, then re-exported from the top-level `__init__`.
 
 __all__ = [
     "MongoDBAuthorizationError",
@@ -60,4 +58,6 @@ __all__ = [
     "MongoDBTimeoutError",
     "MongoDBTransientPersistenceError",
     "MongoDBTransientRetrievalError",
+    "ensure_checkpoint_indexes",
+    "validate_checkpoint_indexes",
 ]

@@ -30,6 +30,7 @@ __all__ = [
     "MIN_TTL",
     "MongoDBCheckpointStorageOptions",
     "validate_identifier",
+    "validate_operation_timeout",
 ]
 
 DEFAULT_PAGE_SIZE = 100
@@ -121,7 +122,7 @@ class MongoDBCheckpointStorageOptions:
         validate_identifier("session_id", self.session_id)
         if self.application_id is not None:
             validate_identifier("application_id", self.application_id)
-        _validate_operation_timeout(self.operation_timeout)
+        validate_operation_timeout(self.operation_timeout)
         _validate_ttl(self.ttl, self.counter_recheck_grace)
         _validate_page_bounds(self.page_size, self.max_page_size)
         # Accept any iterable of keys (a list is the natural literal) but store a tuple, so the
@@ -163,7 +164,8 @@ def validate_identifier(field: str, value: object) -> str:
     return value
 
 
-def _validate_operation_timeout(timeout: object) -> None:
+def validate_operation_timeout(timeout: object, field: str = "operation_timeout") -> float:
+    """Return ``timeout`` as seconds if it is a usable operation deadline, else raise naming ``field``."""
     if (
         isinstance(timeout, bool)
         or not isinstance(timeout, (int, float))
@@ -171,9 +173,10 @@ def _validate_operation_timeout(timeout: object) -> None:
         or not 0 < timeout <= MAX_OPERATION_TIMEOUT
     ):
         raise MongoDBConfigurationError(
-            f"operation_timeout must be a number of seconds above 0 and at most {MAX_OPERATION_TIMEOUT:g}, "
+            f"{field} must be a number of seconds above 0 and at most {MAX_OPERATION_TIMEOUT:g}, "
             f"not {timeout!r}."
         )
+    return float(timeout)
 
 
 def _validate_ttl(ttl: object, recheck_grace: timedelta) -> None:

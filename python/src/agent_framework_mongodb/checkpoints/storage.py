@@ -9,6 +9,7 @@ client-side deadline (``operation_timeout``), all its round trips included.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import AsyncIterator, Generator, Mapping
 from contextlib import contextmanager
 from types import TracebackType
@@ -25,8 +26,6 @@ from ..errors import (
     MongoDBCheckpointNotFoundError,
     MongoDBConcurrencyError,
     MongoDBConfigurationError,
-    MongoDBIndexMismatchError,
-    MongoDBIndexMissingError,
     MongoDBMappingError,
     translate_driver_error,
     translated_driver_errors,
@@ -44,9 +43,10 @@ from .connection import (
 )
 from .documents import PreparedCheckpoint, prepare_checkpoint, stored_payload, utc_now
 from .driver import CheckpointClient, CheckpointCollection, Document
-from .indexes import CHECKPOINT_INDEXES, SIMPLE_COLLATION, collation_conflict, index_differences
+from .indexes import CHECKPOINT_INDEXES, SIMPLE_COLLATION
 from .options import MongoDBCheckpointStorageOptions, validate_identifier
 from .paging import PagePosition, decode_cursor, encode_cursor, resolve_limit
+from .provisioning import check_indexes, create_indexes
 from .queries import (
     ASCENDING_SEQUENCE,
     DESCENDING_SEQUENCE,
@@ -87,7 +87,9 @@ class MongoDBCheckpointStorage(CheckpointStorage):
 
     Raises:
         MongoDBConfigurationError: The options are not options, the sources are ambiguous or
-            missing, a name or URI is invalid, or the write concern is unacknowledged (``w=0``).
+            missing, a name or URI is invalid, the write concern is unacknowledged (``w=0``), or
+            an ``allowed_checkpoint_types`` entry leads to no class (its module is imported to
+            find out: listing a class is consent to import it).
 
     The storage reads from the primary whatever the client's read preference, so every read
     sees every acknowledged write. Injected clients and collections stay the caller's and are
@@ -101,6 +103,7 @@ class MongoDBCheckpointStorage(CheckpointStorage):
     _codec: CheckpointCodec
     _signer: PayloadSigner | None
     _owned_client: CheckpointClient | None
+    _lifetime: _ClientLifetime
 
     def __init__(
         self,
@@ -121,8 +124,9 @@ class MongoDBCheckpointStorage(CheckpointStorage):
             collection_name=collection_name,
         )
         codec = CheckpointCodec(options.allowed_checkpoint_types)
+        codec.check_allowed_types()
         collection = bind_collection(source.collection)
-        self._bind(collection, options, codec, owned_client=source.owned_client)
+        self._bind(collection, options, codec, owned_client=source.owned_client, lifetime=_ClientLifetime())
 
     @classmethod
     async def connect(
@@ -177,7 +181,7 @@ class MongoDBCheckpointStorage(CheckpointStorage):
         """
         storage = type(self).__new__(type(self))
         options = self._options.with_session(session_id)
-        storage._bind(self._collection, options, self._codec, owned_client=None)
+        storage._bind(self._collection, options, self._codec, owned_client=None, lifetime=self._lifetime)
         return storage
 
     @property
@@ -189,10 +193,12 @@ class MongoDBCheckpointStorage(CheckpointStorage):
         """Close the client if this storage built it; injected clients are left open.
 
         Safe to call any number of times: the owned client is closed exactly once, even if
-        that close raises.
+        that close raises. Once it is, this storage and those ``for_session`` made from it
+        refuse every operation with ``MongoDBConfigurationError``.
         """
         client, self._owned_client = self._owned_client, None
         if client is not None:
+            self._lifetime.closed = True
             await client.close()
 
     async def __aenter__(self) -> MongoDBCheckpointStorage:
@@ -349,19 +355,20 @@ class MongoDBCheckpointStorage(CheckpointStorage):
         The only operation that creates indexes. Creating an index that already exists with
         the same definition does nothing.
 
+        The steps of :func:`~.provisioning.ensure_checkpoint_indexes`, under this storage's
+        deadline.
+
         Raises:
             MongoDBIndexMismatchError: An index of the same name or keys exists with another
-                definition, or the collection has a non-simple default collation (checked
-                first: nothing is created then).
+                definition (the required index is named), or the collection has a non-simple
+                default collation (checked first: nothing is created then).
             MongoDBIndexError: An index could not be built, for example a unique one over
                 documents that already repeat its key.
         """
         with self._operation("ensure_indexes") as record:
-            _require_simple_collection_collation(await self._listed_indexes())
-            with translated_driver_errors(operation="provision", action="create indexes"):
-                names = await self._collection.create_indexes([spec.model() for spec in CHECKPOINT_INDEXES])
+            names = await create_indexes(self._collection)
             record.result_count = len(names)
-            return tuple(names)
+            return names
 
     async def validate_indexes(self) -> None:
         """Check, read-only, that every required index exists with its exact definition.
@@ -372,20 +379,7 @@ class MongoDBCheckpointStorage(CheckpointStorage):
                 or the collection has a non-simple default collation.
         """
         with self._operation("validate_indexes") as record:
-            listed = await self._listed_indexes()
-            _require_simple_collection_collation(listed)
-            for spec in CHECKPOINT_INDEXES:
-                index = listed.get(spec.name)
-                if index is None:
-                    raise MongoDBIndexMissingError(
-                        f"Index {spec.name!r} is missing; run ensure_indexes() at deploy time."
-                    )
-                differences = index_differences(spec, index)
-                if differences:
-                    raise MongoDBIndexMismatchError(
-                        f"Index {spec.name!r} differs in {', '.join(differences)}; drop it and run "
-                        "ensure_indexes()."
-                    )
+            await check_indexes(self._collection)
             record.result_count = len(CHECKPOINT_INDEXES)
 
     # -- Steps --------------------------------------------------------------------------
@@ -394,9 +388,11 @@ class MongoDBCheckpointStorage(CheckpointStorage):
     def _operation(self, name: str) -> Generator[OperationRecord]:
         """One public operation: its completion record, under one deadline for all its round trips.
 
-        A caller's enclosing ``pymongo.timeout`` block can only shorten the deadline.
+        A caller's enclosing ``pymongo.timeout`` block can only shorten the deadline. A storage
+        whose client it closed is refused first, before any I/O.
         """
         with completion_log(name) as record, pymongo.timeout(self._options.operation_timeout):
+            self._require_open()
             yield record
 
     def _bind(
@@ -406,6 +402,7 @@ class MongoDBCheckpointStorage(CheckpointStorage):
         codec: CheckpointCodec,
         *,
         owned_client: CheckpointClient | None,
+        lifetime: _ClientLifetime,
     ) -> None:
         self._collection = collection
         self._options = options
@@ -414,12 +411,22 @@ class MongoDBCheckpointStorage(CheckpointStorage):
         keys = tuple(options.signing_keys)
         self._signer = PayloadSigner(keys) if keys else None
         self._owned_client = owned_client
+        self._lifetime = lifetime
+
+    def _require_open(self) -> None:
+        if self._lifetime.closed:
+            raise MongoDBConfigurationError(
+                "This storage is closed: close() closed the client it built, which this storage and "
+                "every for_session() storage made from it share. Build a new storage."
+            )
 
     def _require_workflow(self, workflow_name: object) -> None:
         if workflow_name != self._scope.workflow_name:
             raise MongoDBConfigurationError(
-                "workflow_name differs from the workflow this storage is bound to; use a storage "
-                "bound to that workflow."
+                "workflow_name differs from the workflow this storage is bound to. Agent Framework "
+                "names a workflow randomly per WorkflowBuilder unless it is given a name, so a rebuilt "
+                "workflow never matches: build it with WorkflowBuilder(name=...) equal to the "
+                "options' workflow_name, or use a storage bound to that workflow."
             )
 
     def _prepare(self, checkpoint: object) -> PreparedCheckpoint:
@@ -532,11 +539,6 @@ class MongoDBCheckpointStorage(CheckpointStorage):
         with translated_driver_errors(operation="read", action=action):
             return await self._collection.find_one(query, projection, sort=sort, collation=SIMPLE_COLLATION)
 
-    async def _listed_indexes(self) -> dict[str, Mapping[str, Any]]:
-        with translated_driver_errors(operation="provision", action="list indexes"):
-            cursor = await self._collection.list_indexes()
-            return {str(index.get("name")): index for index in await cursor.to_list(None)}
-
     async def _fetch_page(
         self, projection: Mapping[str, int], *, after: PagePosition | None, limit: int
     ) -> list[Document]:
@@ -569,6 +571,13 @@ class MongoDBCheckpointStorage(CheckpointStorage):
         return encode_cursor(self._scope, _position_of(documents[-1]))
 
 
+@dataclasses.dataclass(slots=True)
+class _ClientLifetime:
+    """Whether a storage-built client was closed; shared by its owner and ``for_session`` siblings."""
+
+    closed: bool = False
+
+
 def _require_checkpoint_id(checkpoint_id: object) -> str:
     # The rule save applies: an id save would refuse cannot be stored, so asking for it is an
     # error of the caller's, reported without a round trip.
@@ -587,12 +596,6 @@ def _position_of(document: Mapping[str, Any]) -> PagePosition:
     if isinstance(sequence, bool) or not isinstance(sequence, int):
         raise MongoDBMappingError("A stored checkpoint document has no sequence.")
     return PagePosition(sequence, _checkpoint_id_of(document))
-
-
-def _require_simple_collection_collation(listed: Mapping[str, Mapping[str, Any]]) -> None:
-    conflict = collation_conflict(listed)
-    if conflict is not None:
-        raise MongoDBIndexMismatchError(conflict)
 
 
 def _require_options(options: object) -> None:

@@ -303,6 +303,26 @@ async def test_errors_are_framework_checkpoint_exceptions(storage: MongoDBCheckp
         await storage.list_checkpoints(workflow_name="other-flow")
 
 
+async def test_a_workflow_name_mismatch_says_to_name_the_builder_and_echoes_no_name(
+    storage: MongoDBCheckpointStorage,
+) -> None:
+    # Agent Framework's default name: f"WorkflowBuilder-{uuid.uuid4()}", new for every builder.
+    unnamed = "WorkflowBuilder-5b0c1f0e-8a51-4d7e-9f64-2f4cc1a5e0d1"
+    calls: list[Callable[[], Awaitable[Any]]] = [
+        lambda: storage.save(make_checkpoint("cp-unnamed", workflow_name=unnamed)),
+        lambda: storage.get_latest(workflow_name=unnamed),
+        lambda: storage.list_checkpoint_ids(workflow_name=unnamed),
+    ]
+    for call in calls:
+        with pytest.raises(MongoDBConfigurationError) as raised:
+            await call()
+        message = str(raised.value)
+        assert "WorkflowBuilder(name=...)" in message
+        assert "workflow_name" in message
+        assert unnamed not in message
+        assert WORKFLOW not in message
+
+
 # -- cancellation --------------------------------------------------------------------------
 
 

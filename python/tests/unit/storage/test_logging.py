@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from pymongo.errors import AutoReconnect, OperationFailure
 
-from agent_framework_mongodb import MongoDBCheckpointStorage
+from agent_framework_mongodb import MongoDBCheckpointStorage, MongoDBSerializationError
 from agent_framework_mongodb.testing import InMemoryCollection
 
 from ._support import APPLICATION, SESSION, TENANT, WORKFLOW, make_checkpoint, make_storage, save_chain
@@ -158,7 +158,8 @@ async def test_driver_failure_logs_exactly_one_clean_record(
     assert record.__dict__["operation"] == logged
     assert record.__dict__["outcome"] == "error"
     assert record.__dict__["error_category"] == getattr(raised.value, "category", None)
-    assert record.levelno >= logging.INFO
+    # A failed save is ERROR: Agent Framework only warns and carries on without the checkpoint.
+    assert record.levelno == (logging.ERROR if name == "save" else logging.WARNING)
 
 
 async def test_not_found_and_configuration_errors_log_one_clean_record(
@@ -180,6 +181,13 @@ async def test_not_found_and_configuration_errors_log_one_clean_record(
         _assert_clean(record)
         assert record.__dict__["outcome"] == "error"
         assert record.__dict__["error_category"] == category
+        assert record.levelno == (
+            logging.ERROR
+            if record.__dict__["operation"] == "save"
+            else logging.INFO
+            if category == "not_found"
+            else logging.WARNING
+        )
 
 
 async def test_mapping_and_conflict_errors_log_one_clean_record(
@@ -204,6 +212,23 @@ async def test_mapping_and_conflict_errors_log_one_clean_record(
     (record,) = _records(caplog)
     _assert_clean(record)
     assert record.__dict__["error_category"] == "concurrency"
+    assert record.levelno == logging.ERROR
+
+
+async def test_a_save_refused_before_any_io_is_an_error_record(
+    private_collection: InMemoryCollection, caplog: pytest.LogCaptureFixture
+) -> None:
+    storage = await _storage(private_collection)
+    caplog.set_level(logging.DEBUG, logger=LOGGER)
+    caplog.clear()
+
+    with pytest.raises(MongoDBSerializationError):
+        await storage.save(make_checkpoint(CHECKPOINT_ID + "-x", state={"t": object()}))
+
+    (record,) = _records(caplog)
+    _assert_clean(record)
+    assert (record.levelno, record.__dict__["operation"]) == (logging.ERROR, "save")
+    assert record.__dict__["error_category"] == "serialization"
 
 
 async def test_cancellation_logs_one_cancelled_record(

@@ -25,10 +25,10 @@ from typing import Any, Final, cast
 
 from agent_framework import WorkflowCheckpoint, WorkflowCheckpointException
 
-from ...errors import MongoDBMappingError, MongoDBSerializationError
+from ...errors import MongoDBConfigurationError, MongoDBMappingError, MongoDBSerializationError
 from .checkpoint_fields import SUPPORTED_PAYLOAD_VERSIONS, shape_problem
 from .rebuild import load_tree, rebuild_tree
-from .rules import TypeResolver, type_key
+from .rules import TypeRefusal, TypeResolver, type_key
 from .walk import CANONICAL_HASH_VERSION, CANONICAL_HEADER, walk_value
 
 __all__ = [
@@ -89,6 +89,18 @@ class CheckpointCodec:
 
     def __init__(self, allowed_checkpoint_types: Iterable[str | type] = ()) -> None:
         self._resolver = _resolver(allowed_checkpoint_types)
+
+    def check_allowed_types(self) -> None:
+        """Import every listed class's module and check that each name leads to a class.
+
+        Raises:
+            MongoDBConfigurationError: An entry's module is not found or fails to import, or
+                the name leads to no class; the entry and the reason are named.
+        """
+        try:
+            self._resolver.check_allowed()
+        except TypeRefusal as refusal:
+            raise MongoDBConfigurationError(str(refusal)) from refusal
 
     def encode(self, checkpoint: WorkflowCheckpoint) -> EncodedCheckpoint:
         """Return the payload, canonical hash and checksum of ``checkpoint``.

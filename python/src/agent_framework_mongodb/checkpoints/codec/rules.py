@@ -182,6 +182,26 @@ class TypeResolver:
         self._references[key] = resolved
         return resolved
 
+    def check_allowed(self) -> None:
+        """Raise unless every listed name leads to a class, importing the listed modules.
+
+        Listing a name is consent to import its module, so a storage can run this when it is
+        built and report a misspelt entry then, not at the first save that meets the class.
+        It answers only whether the name leads to a class; whether the class's state can be
+        stored is still decided per class, when a save or load meets it. Framework names are
+        skipped: they resolve by the framework's rules, never by the list.
+
+        Raises:
+            TypeRefusal: The first entry that leads to no class, saying why.
+        """
+        for key in sorted(self._allowed):
+            module_name, _, qualname = key.partition(":")
+            if is_framework_module(module_name):
+                continue
+            reason = _import_problem(module_name) or _class_problem(module_name, qualname)
+            if reason is not None:
+                raise TypeRefusal(f"allowed_checkpoint_types entry {key!r}: {reason}.")
+
     def reference_key(self, cls: type) -> str:
         """Return the stored name of a class object; it must resolve back to the same class.
 
@@ -254,6 +274,46 @@ def _is_metaclass(cls: type) -> bool:
 def _is_class(value: object) -> bool:
     # issubclass on type(value) never consults the value itself (isinstance may read __class__).
     return issubclass(type(value), type)
+
+
+_TYPE_NAMESPACE: Final = cast("types.GetSetDescriptorType", type.__dict__["__dict__"])
+_TYPE_MODULE: Final = cast("types.GetSetDescriptorType", type.__dict__["__module__"])
+_TYPE_QUALNAME: Final = cast("types.GetSetDescriptorType", type.__dict__["__qualname__"])
+"""``type``'s own descriptors: read through them, a class's namespace and names never pass
+through its metaclass's attribute hooks."""
+
+
+def _import_problem(module_name: str) -> str | None:
+    """Import a listed module; why it cannot be imported, or ``None``."""
+    try:
+        importlib.import_module(module_name)
+    except ModuleNotFoundError as error:
+        missing = error.name or ""
+        if module_name == missing or module_name.startswith(missing + "."):
+            return f"module {module_name!r} not found"
+        return f"importing module {module_name!r} failed (ModuleNotFoundError)"
+    except Exception as error:
+        return f"importing module {module_name!r} failed ({type(error).__name__})"
+    return None
+
+
+def _class_problem(module_name: str, qualname: str) -> str | None:
+    """Why ``qualname`` does not name a class defined in an imported module, or ``None``.
+
+    Walks namespaces only, through ``type``'s own descriptors, so no metaclass code runs.
+    """
+    namespace: Mapping[str, object] = sys.modules[module_name].__dict__
+    resolved: object = None
+    for part in qualname.split("."):
+        if part not in namespace:
+            return f"module {module_name!r} has no attribute {part!r}"
+        resolved = namespace[part]
+        if not _is_class(resolved):
+            return f"{part!r} is a {type(resolved).__name__}, not a class"
+        namespace = cast("Mapping[str, object]", _TYPE_NAMESPACE.__get__(resolved))
+    if _TYPE_MODULE.__get__(resolved) != module_name or _TYPE_QUALNAME.__get__(resolved) != qualname:
+        return "the class is defined elsewhere and only imported there; name it where it is defined"
+    return None
 
 
 def _find_loaded_class(module_name: str, qualname: str) -> type | None:

@@ -1,0 +1,172 @@
+"""Create and check the checkpoint collection's indexes without a storage or a run.
+
+Indexes belong to the collection, not to a run, so a deploy job or a worker's start-up check
+needs only the collection: no tenant, workflow or session to invent. The storage's
+``ensure_indexes()`` and ``validate_indexes()`` run the same steps (:func:`create_indexes`,
+:func:`check_indexes`) inside their own operation.
+
+Creating costs two round trips, list then create: the listing is needed anyway to refuse a
+collection with a default collation, and it names an index of a required name that differs
+before anything is sent. A conflict the listing cannot see (the server refuses a required index
+because an equivalent one exists under another name, codes 85/86, whose text names neither
+cleanly) is named by creating the indexes again one at a time, only then.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+import pymongo
+from pymongo.errors import OperationFailure
+
+from .._telemetry import completion_log
+from ..errors import (
+    DRIVER_ERRORS,
+    MongoDBIndexMismatchError,
+    MongoDBIndexMissingError,
+    translate_driver_error,
+    translated_driver_errors,
+)
+from .concerns import bind_collection
+from .driver import CheckpointCollection
+from .indexes import CHECKPOINT_INDEXES, IndexSpec, collation_conflict, index_differences
+from .options import DEFAULT_OPERATION_TIMEOUT, validate_operation_timeout
+
+__all__ = [
+    "check_indexes",
+    "create_indexes",
+    "ensure_checkpoint_indexes",
+    "validate_checkpoint_indexes",
+]
+
+_CONFLICT_CODES: Final = frozenset({85, 86})
+"""IndexOptionsConflict and IndexKeySpecsConflict: an index of the same name or keys differs."""
+
+
+async def ensure_checkpoint_indexes(
+    collection: CheckpointCollection, *, timeout: float | None = None
+) -> tuple[str, ...]:
+    """Create the checkpoint indexes on ``collection`` (a deploy-time step); returns their names.
+
+    What ``MongoDBCheckpointStorage.ensure_indexes()`` does, without a storage. Creating an
+    index that already exists with the same definition does nothing.
+
+    Args:
+        collection: The checkpoint collection (pymongo ``AsyncCollection`` or compatible).
+        timeout: Seconds for the whole call, all round trips included (``pymongo.timeout``);
+            the options' default ``operation_timeout`` (30) when omitted.
+
+    Raises:
+        MongoDBIndexMismatchError: A required index conflicts with an existing one (the required
+            index is named; nothing of it is created), or the collection has a non-simple
+            default collation (nothing is created).
+        MongoDBIndexError: An index could not be built, for example a unique one over
+            documents that already repeat its key.
+        MongoDBConfigurationError: ``timeout`` is invalid, or the write concern is ``w=0``.
+    """
+    with completion_log("ensure_indexes") as record:
+        bound = bind_collection(collection)
+        with pymongo.timeout(_seconds(timeout)):
+            names = await create_indexes(bound)
+        record.result_count = len(names)
+        return names
+
+
+async def validate_checkpoint_indexes(
+    collection: CheckpointCollection, *, timeout: float | None = None
+) -> None:
+    """Check, read-only, that every checkpoint index exists on ``collection`` as defined.
+
+    What ``MongoDBCheckpointStorage.validate_indexes()`` does, without a storage; one round trip.
+
+    Raises:
+        MongoDBIndexMissingError: A required index does not exist (it is named).
+        MongoDBIndexMismatchError: A required index differs (it and the options are named),
+            or the collection has a non-simple default collation.
+        MongoDBConfigurationError: ``timeout`` is invalid, or the write concern is ``w=0``.
+    """
+    with completion_log("validate_indexes") as record:
+        bound = bind_collection(collection)
+        with pymongo.timeout(_seconds(timeout)):
+            await check_indexes(bound)
+        record.result_count = len(CHECKPOINT_INDEXES)
+
+
+async def create_indexes(collection: CheckpointCollection) -> tuple[str, ...]:
+    """The creating step, under the caller's deadline and completion record."""
+    listed = await _listed_indexes(collection)
+    _require_simple_collection_collation(listed)
+    for spec in CHECKPOINT_INDEXES:
+        _require_same_if_present(spec, listed)
+    try:
+        return tuple(await collection.create_indexes([spec.model() for spec in CHECKPOINT_INDEXES]))
+    except OperationFailure as error:
+        if error.code not in _CONFLICT_CODES:
+            raise translate_driver_error(error, operation="provision", action="create indexes") from error
+    except DRIVER_ERRORS as error:
+        raise translate_driver_error(error, operation="provision", action="create indexes") from error
+    return await _create_one_at_a_time(collection)
+
+
+async def check_indexes(collection: CheckpointCollection) -> None:
+    """The checking step, under the caller's deadline and completion record."""
+    listed = await _listed_indexes(collection)
+    _require_simple_collection_collation(listed)
+    for spec in CHECKPOINT_INDEXES:
+        if spec.name not in listed:
+            raise MongoDBIndexMissingError(
+                f"Index {spec.name!r} is missing; run ensure_indexes() at deploy time."
+            )
+        _require_same_if_present(spec, listed)
+
+
+async def _create_one_at_a_time(collection: CheckpointCollection) -> tuple[str, ...]:
+    """After a conflict the listing did not show: find, and name, the index the server refuses."""
+    names: list[str] = []
+    for spec in CHECKPOINT_INDEXES:
+        names.extend(await _create_one(collection, spec))
+    # The conflicting index went away in between (dropped by someone else): every index exists.
+    return tuple(names)
+
+
+async def _create_one(collection: CheckpointCollection, spec: IndexSpec) -> list[str]:
+    try:
+        return await collection.create_indexes([spec.model()])
+    except DRIVER_ERRORS as error:
+        translated = translate_driver_error(
+            error, operation="provision", action=f"create index {spec.name!r}"
+        )
+        if isinstance(translated, MongoDBIndexMismatchError):
+            raise MongoDBIndexMismatchError(
+                f"Index {spec.name!r} conflicts with an existing index of another name: one with the "
+                "same keys, partial filter and collation or, below featureCompatibilityVersion 5.0, "
+                "any on the same keys (docs/deployment.md). Drop that index, or raise the FCV, and "
+                "run ensure_indexes() again."
+            ) from error
+        raise translated from error
+
+
+async def _listed_indexes(collection: CheckpointCollection) -> dict[str, Mapping[str, Any]]:
+    with translated_driver_errors(operation="provision", action="list indexes"):
+        cursor = await collection.list_indexes()
+        return {str(index.get("name")): index for index in await cursor.to_list(None)}
+
+
+def _require_simple_collection_collation(listed: Mapping[str, Mapping[str, Any]]) -> None:
+    conflict = collation_conflict(listed)
+    if conflict is not None:
+        raise MongoDBIndexMismatchError(conflict)
+
+
+def _require_same_if_present(spec: IndexSpec, listed: Mapping[str, Mapping[str, Any]]) -> None:
+    index = listed.get(spec.name)
+    differences = [] if index is None else index_differences(spec, index)
+    if differences:
+        raise MongoDBIndexMismatchError(
+            f"Index {spec.name!r} differs in {', '.join(differences)}; drop it and run ensure_indexes()."
+        )
+
+
+def _seconds(timeout: float | None) -> float:
+    return DEFAULT_OPERATION_TIMEOUT if timeout is None else validate_operation_timeout(timeout, "timeout")

@@ -1,0 +1,148 @@
+"""Provisioning without a run: ensure_checkpoint_indexes and validate_checkpoint_indexes."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pytest
+from pymongo.errors import AutoReconnect
+
+import agent_framework_mongodb
+from agent_framework_mongodb import (
+    MongoDBConfigurationError,
+    MongoDBIndexError,
+    MongoDBIndexMismatchError,
+    MongoDBIndexMissingError,
+    MongoDBTimeoutError,
+    ensure_checkpoint_indexes,
+    validate_checkpoint_indexes,
+)
+from agent_framework_mongodb.checkpoints.scope import CHECKPOINT_KIND
+from agent_framework_mongodb.testing import InMemoryCollection, InMemoryMongoClient
+
+from ._support import INDEX_NAMES, ProxyCollection, make_storage
+
+LINEAGE_KEYS = [
+    ("scope_discriminator", 1),
+    ("workflow_name", 1),
+    ("session_id", 1),
+    ("parent_checkpoint_id", 1),
+]
+
+
+async def listed_names(collection: InMemoryCollection) -> set[str]:
+    cursor = await collection.list_indexes()
+    return {index["name"] for index in await cursor.to_list(None)}
+
+
+def test_exported_from_the_top_level() -> None:
+    assert "ensure_checkpoint_indexes" in agent_framework_mongodb.__all__
+    assert "validate_checkpoint_indexes" in agent_framework_mongodb.__all__
+
+
+async def test_ensure_returns_the_names_in_two_round_trips_and_validate_passes(
+    proxy: ProxyCollection,
+) -> None:
+    assert await ensure_checkpoint_indexes(proxy) == INDEX_NAMES
+    assert proxy.trip_names == ["list_indexes", "create_indexes"]
+
+    proxy.reset()
+    assert await ensure_checkpoint_indexes(proxy) == INDEX_NAMES  # idempotent
+    await validate_checkpoint_indexes(proxy)
+    assert proxy.trip_names == ["list_indexes", "create_indexes", "list_indexes"]
+
+
+async def test_the_storage_methods_give_the_same_answers(collection: InMemoryCollection) -> None:
+    storage = make_storage(collection)
+    with pytest.raises(MongoDBIndexMissingError):
+        await validate_checkpoint_indexes(collection)
+    assert await storage.ensure_indexes() == await ensure_checkpoint_indexes(collection)
+    await storage.validate_indexes()
+
+
+async def test_validate_names_a_missing_index(collection: InMemoryCollection) -> None:
+    with pytest.raises(MongoDBIndexMissingError, match="'checkpoint_scope_identity' is missing"):
+        await validate_checkpoint_indexes(collection)
+
+
+async def test_a_differing_index_of_a_required_name_is_named_and_nothing_is_created(
+    proxy: ProxyCollection, collection: InMemoryCollection
+) -> None:
+    await collection.create_index([("parent_checkpoint_id", 1)], name="checkpoint_scope_lineage")
+
+    with pytest.raises(MongoDBIndexMismatchError, match="'checkpoint_scope_lineage' differs in keys"):
+        await ensure_checkpoint_indexes(proxy)
+    assert proxy.trip_names == ["list_indexes"]
+    assert await listed_names(collection) == {"_id_", "checkpoint_scope_lineage"}
+
+
+async def test_an_equivalent_index_under_another_name_is_named(collection: InMemoryCollection) -> None:
+    await collection.create_index(
+        LINEAGE_KEYS,
+        name="stray_lineage",
+        partialFilterExpression={"_kind": CHECKPOINT_KIND},
+        collation={"locale": "simple"},
+    )
+
+    with pytest.raises(MongoDBIndexMismatchError, match="'checkpoint_scope_lineage' conflicts") as raised:
+        await ensure_checkpoint_indexes(collection)
+    assert raised.value.__cause__ is not None
+    # The one-at-a-time pass created the indexes before the conflicting one; never the stray's twin.
+    assert await listed_names(collection) == {
+        "_id_",
+        "stray_lineage",
+        "checkpoint_scope_identity",
+        "checkpoint_scope_sequence",
+    }
+
+
+async def test_a_collection_with_a_default_collation_is_refused(client: InMemoryMongoClient) -> None:
+    collection = await client["checkpoint_db"].create_collection("french", collation={"locale": "fr"})
+
+    with pytest.raises(MongoDBIndexMismatchError, match="default collation"):
+        await ensure_checkpoint_indexes(collection)
+    with pytest.raises(MongoDBIndexMismatchError, match="default collation"):
+        await validate_checkpoint_indexes(collection)
+    assert await listed_names(collection) == {"_id_"}
+
+
+@pytest.mark.parametrize("operation", ["list_indexes", "create_indexes"])
+async def test_driver_failures_are_provisioning_errors(
+    collection: InMemoryCollection, operation: str
+) -> None:
+    collection.fail_next(operation, AutoReconnect("connection reset"))
+
+    with pytest.raises(MongoDBIndexError) as raised:
+        await ensure_checkpoint_indexes(collection)
+    assert raised.value.retryable is True
+    assert isinstance(raised.value.__cause__, AutoReconnect)
+
+
+async def test_the_deadline_bounds_the_call(collection: InMemoryCollection) -> None:
+    collection.hold("create_indexes")
+
+    with pytest.raises(MongoDBTimeoutError):
+        await ensure_checkpoint_indexes(collection, timeout=0.2)
+
+
+@pytest.mark.parametrize("timeout", [0, -1, float("nan"), True, "5"])
+async def test_an_invalid_timeout_is_refused_by_name(collection: InMemoryCollection, timeout: Any) -> None:
+    with pytest.raises(MongoDBConfigurationError, match=r"^timeout must be"):
+        await ensure_checkpoint_indexes(collection, timeout=timeout)
+    with pytest.raises(MongoDBConfigurationError, match=r"^timeout must be"):
+        await validate_checkpoint_indexes(collection, timeout=timeout)
+
+
+async def test_each_call_logs_one_completion_record(
+    collection: InMemoryCollection, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="agent_framework_mongodb")
+    await ensure_checkpoint_indexes(collection)
+    await validate_checkpoint_indexes(collection)
+
+    records = [r for r in caplog.records if r.name == "agent_framework_mongodb"]
+    assert [(r.__dict__["operation"], r.__dict__["outcome"]) for r in records] == [
+        ("ensure_indexes", "success"),
+        ("validate_indexes", "success"),
+    ]
