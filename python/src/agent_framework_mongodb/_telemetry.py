@@ -16,7 +16,7 @@ from typing import Final
 
 from .errors import MongoDBIntegrationError
 
-__all__ = ["LOGGER_NAME", "MAX_LOGGED_COUNT", "OperationRecord", "completion_log"]
+__all__ = ["LOGGER_NAME", "MAX_LOGGED_COUNT", "OperationRecord", "completion_log", "log_prune_failure"]
 
 LOGGER_NAME: Final = "agent_framework_mongodb"
 MAX_LOGGED_COUNT: Final = 10_000
@@ -105,6 +105,24 @@ def _emit(
             "outcome": outcome,
             "result_count": count,
             "duration_ms": duration_ms,
+            "error_category": category,
+        },
+    )
+
+
+def log_prune_failure(category: str) -> None:
+    """A ``keep_last`` prune failed after its save stored the checkpoint: WARNING, never raised.
+
+    Like the completion record, it names only the stable error category.
+    """
+    _logger.warning(
+        "%s save keep_last prune failed category=%s; the checkpoint is stored, the next prune catches up",
+        _FEATURE,
+        category,
+        extra={
+            "feature": _FEATURE,
+            "operation": "save",
+            "outcome": "prune_failed",
             "error_category": category,
         },
     )

@@ -13,6 +13,7 @@ from agent_framework_mongodb.checkpoints.options import (
     ABSOLUTE_MAX_PAGE_SIZE,
     DEFAULT_OPERATION_TIMEOUT,
     MAX_IDENTIFIER_BYTES,
+    MAX_KEEP_LAST,
     MAX_OPERATION_TIMEOUT,
     MAX_TTL,
 )
@@ -28,6 +29,7 @@ def test_defaults() -> None:
     options = make()
     assert options.application_id is None
     assert options.ttl is None
+    assert options.keep_last is None
     assert (options.page_size, options.max_page_size) == (100, 1000)
     assert options.allowed_checkpoint_types == ()
 
@@ -155,6 +157,21 @@ def test_page_bounds(page_size: object, max_page_size: object, field: str) -> No
 
 def test_page_size_may_equal_max() -> None:
     assert make(page_size=5, max_page_size=5).page_size == 5
+
+
+@pytest.mark.parametrize("keep_last", [0, -1, MAX_KEEP_LAST + 1, True, 3.0, "3", [3]])
+def test_keep_last_must_be_none_or_a_bounded_int(keep_last: object) -> None:
+    with pytest.raises(MongoDBConfigurationError, match="keep_last"):
+        make(keep_last=keep_last)
+
+
+@pytest.mark.parametrize(
+    ("keep_last", "period"), [(None, 1), (1, 1), (19, 1), (20, 2), (100, 10), (MAX_KEEP_LAST, 1000)]
+)
+def test_keep_last_in_range_and_its_prune_period(keep_last: int | None, period: int) -> None:
+    options = make(keep_last=keep_last)
+    assert options.keep_last == keep_last
+    assert options.prune_period == period
 
 
 def test_allowed_types_accepts_any_iterable_and_stores_tuple() -> None:

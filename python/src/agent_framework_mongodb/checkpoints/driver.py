@@ -87,7 +87,14 @@ class CheckpointCollection(Protocol):
     def with_options(self, *, read_preference: Primary) -> CheckpointCollection: ...
 
     async def find_one(
-        self, filter: Filter, projection: Projection, /, *, sort: Sort | None, collation: Collation
+        self,
+        filter: Filter,
+        projection: Projection,
+        /,
+        *,
+        sort: Sort | None,
+        collation: Collation,
+        skip: int = 0,
     ) -> Document | None: ...
 
     def find(

@@ -25,6 +25,7 @@ __all__ = [
     "DEFAULT_OPERATION_TIMEOUT",
     "DEFAULT_PAGE_SIZE",
     "MAX_IDENTIFIER_BYTES",
+    "MAX_KEEP_LAST",
     "MAX_OPERATION_TIMEOUT",
     "MAX_TTL",
     "MIN_TTL",
@@ -49,6 +50,14 @@ MIN_TTL = timedelta(seconds=60)
 (https://www.mongodb.com/docs/manual/core/index-ttl/#timing-of-the-delete-operation): a shorter
 ttl promises an expiry the server does not keep, and would let TTL remove a run's counter while a
 save is between allocating its number and inserting (docs/adr/0006-sequence-allocation.md)."""
+
+MAX_KEEP_LAST = 10_000
+"""The most checkpoints ``keep_last`` may keep: each prune's read skips ``keep_last - 1`` keys of
+the sequence index, so the bound keeps that walk as small as the largest page."""
+
+PRUNE_PERIOD_DIVISOR = 10
+"""``keep_last`` prunes on every ``max(1, keep_last // 10)``-th sequence number, so a run holds at
+most 10 % more than ``keep_last`` (docs/adr/0012-keep-last.md)."""
 
 DEFAULT_OPERATION_TIMEOUT = 30.0
 """Seconds each storage operation may take, every round trip included; pymongo's own default for
@@ -78,6 +87,13 @@ class MongoDBCheckpointStorageOptions:
             until ``delete``/``clear_run``. MongoDB's TTL monitor deletes eventually, not on time.
             At least 60 seconds (the monitor's period) and at least twice
             ``operation_timeout``.
+        keep_last: Keep at most this many of the run's checkpoints, the newest by sequence, or
+            ``None`` to keep all. A save whose sequence is a multiple of ``prune_period`` deletes
+            the older ones (two more round trips), so a run holds at most
+            ``keep_last + prune_period - 1`` once its saves return; the checkpoint a save
+            stored is never removed by that save. A failed prune is logged at WARNING, never
+            raised: the checkpoint is stored, and the next prune catches up. Combines with
+            ``ttl``. From 1 to 10,000. See docs/adr/0012-keep-last.md.
         page_size: Checkpoints per page when listing, and the default ``limit``.
         max_page_size: The largest ``limit`` a caller may ask for.
         allowed_checkpoint_types: Application classes that checkpoints may hold besides
@@ -109,6 +125,7 @@ class MongoDBCheckpointStorageOptions:
     session_id: str
     application_id: str | None = None
     ttl: timedelta | None = None
+    keep_last: int | None = None
     page_size: int = DEFAULT_PAGE_SIZE
     max_page_size: int = DEFAULT_MAX_PAGE_SIZE
     allowed_checkpoint_types: Iterable[str | type] = ()
@@ -124,6 +141,7 @@ class MongoDBCheckpointStorageOptions:
             validate_identifier("application_id", self.application_id)
         validate_operation_timeout(self.operation_timeout)
         _validate_ttl(self.ttl, self.counter_recheck_grace)
+        _validate_keep_last(self.keep_last)
         _validate_page_bounds(self.page_size, self.max_page_size)
         # Accept any iterable of keys (a list is the natural literal) but store a tuple, so the
         # options stay hashable and immutable.
@@ -141,6 +159,11 @@ class MongoDBCheckpointStorageOptions:
         a counter that was then deleted has inserted, or failed, before the grace ends.
         """
         return timedelta(seconds=self.operation_timeout * _RECHECK_GRACE_FACTOR)
+
+    @property
+    def prune_period(self) -> int:
+        """Every how many sequence numbers a save prunes to ``keep_last``: ``max(1, keep_last // 10)``."""
+        return max(1, (self.keep_last or 1) // PRUNE_PERIOD_DIVISOR)
 
     def with_session(self, session_id: str) -> MongoDBCheckpointStorageOptions:
         """Return the same options bound to another run of the same workflow."""
@@ -197,6 +220,13 @@ def _validate_ttl(ttl: object, recheck_grace: timedelta) -> None:
         )
     if ttl > MAX_TTL:
         raise MongoDBConfigurationError(f"ttl must be at most {MAX_TTL.days} days; use None to never expire.")
+
+
+def _validate_keep_last(keep_last: object) -> None:
+    if keep_last is not None and (not _is_exact_int(keep_last) or not 1 <= keep_last <= MAX_KEEP_LAST):
+        raise MongoDBConfigurationError(
+            f"keep_last must be None or an int from 1 to {MAX_KEEP_LAST}, not {keep_last!r}."
+        )
 
 
 def _validate_strict_saves(strict_saves: object) -> None:

@@ -25,6 +25,7 @@ __all__ = [
     "checkpoint_filter",
     "counter_filter",
     "insert_if_absent",
+    "older_than_filter",
     "page_filter",
     "run_filter",
 ]
@@ -40,7 +41,10 @@ IDEMPOTENCY_PROJECTION: Final[Mapping[str, int]] = {
     "_id": 0,
     "payload_hash": 1,
     "idempotency_hash_version": 1,
+    "sequence": 1,
 }
+"""What a save learns of a stored checkpoint with its id: its identity, and where ``keep_last``
+must not prune."""
 
 
 def run_filter(scope: RunScope) -> dict[str, Any]:
@@ -59,6 +63,11 @@ def page_filter(scope: RunScope, after_sequence: int | None) -> dict[str, Any]:
     if after_sequence is not None:
         query["sequence"] = {"$gt": after_sequence}
     return query
+
+
+def older_than_filter(scope: RunScope, sequence: int) -> dict[str, Any]:
+    """The run's checkpoints below ``sequence``: what a ``keep_last`` prune deletes."""
+    return {**run_filter(scope), "sequence": {"$lt": sequence}}
 
 
 def counter_filter(scope: RunScope) -> dict[str, Any]:

@@ -47,7 +47,7 @@ from .indexes import SIMPLE_COLLATION
 from .queries import DESCENDING_SEQUENCE, SEQUENCE_PROJECTION, counter_filter, run_filter
 from .scope import RunScope
 
-__all__ = ["allocate_sequence", "retained_maximum"]
+__all__ = ["allocate_sequence", "retained_maximum", "sequence_of"]
 
 PERMANENT: Final = "permanent"
 EXPIRING: Final = "expiring"
@@ -82,7 +82,7 @@ async def allocate_sequence(
     """
     counter_update = _CounterUpdate(collection, scope, expires_at, recheck_grace)
     counter = await counter_update.advance(floor=None, increment=1, upsert=True)
-    sequence = _sequence_of(counter)
+    sequence = sequence_of(counter)
     if _is_trusted(counter) and not recover:
         return sequence
     retained = await retained_maximum(collection, scope)
@@ -94,7 +94,7 @@ async def allocate_sequence(
             await counter_update.advance(floor=retained, increment=0, upsert=False)
         return sequence
     counter = await counter_update.advance(floor=retained, increment=1, upsert=True)
-    return _sequence_of(counter)
+    return sequence_of(counter)
 
 
 async def retained_maximum(collection: CheckpointCollection, scope: RunScope) -> int:
@@ -105,7 +105,7 @@ async def retained_maximum(collection: CheckpointCollection, scope: RunScope) ->
         )
     if document is None:
         return 0
-    return _sequence_of(document)
+    return sequence_of(document)
 
 
 class _CounterUpdate:
@@ -218,7 +218,7 @@ def _is_trusted(counter: Mapping[str, Any]) -> bool:
     return counter.get("sequence_checked") is True
 
 
-def _sequence_of(document: Mapping[str, Any]) -> int:
+def sequence_of(document: Mapping[str, Any]) -> int:
     sequence = document.get("sequence")
     if isinstance(sequence, bool) or not isinstance(sequence, int) or sequence < 0:
         raise MongoDBPersistenceError("The run's sequence counter holds a value that is not a sequence.")

@@ -3,7 +3,8 @@
 Each public method is a short orchestration of the steps below it: validate and encode without
 I/O, then as few round trips as the operation allows (a save costs two in steady state, an
 identical retry included: the sequence allocation and an insert that reports an existing
-checkpoint's identity; a load, latest, page or delete costs one). Every operation runs under one
+checkpoint's identity; with ``keep_last``, a pruning save costs two more; a load, latest, page or
+delete costs one). Every operation runs under one
 client-side deadline (``operation_timeout``), all its round trips included.
 """
 
@@ -20,12 +21,13 @@ from agent_framework import CheckpointID, CheckpointStorage, WorkflowCheckpoint
 from pymongo import ReturnDocument
 from pymongo.errors import DuplicateKeyError
 
-from .._telemetry import OperationRecord, completion_log
+from .._telemetry import OperationRecord, completion_log, log_prune_failure
 from ..errors import (
     DRIVER_ERRORS,
     MongoDBCheckpointNotFoundError,
     MongoDBConcurrencyError,
     MongoDBConfigurationError,
+    MongoDBIntegrationError,
     MongoDBMappingError,
     translate_driver_error,
     translated_driver_errors,
@@ -60,8 +62,9 @@ from .queries import (
     run_filter,
 )
 from .results import MongoDBCheckpointClearResult, MongoDBCheckpointPage
+from .retention import is_prune_due, prune_run
 from .scope import RunScope
-from .sequences import allocate_sequence
+from .sequences import allocate_sequence, sequence_of
 from .strict import escalated_save_failures
 
 __all__ = ["MongoDBCheckpointStorage"]
@@ -217,7 +220,9 @@ class MongoDBCheckpointStorage(CheckpointStorage):
     async def save(self, checkpoint: WorkflowCheckpoint) -> CheckpointID:
         """Store ``checkpoint`` in the bound run and return its id.
 
-        Saving the same checkpoint again returns the same id and stores nothing new.
+        Saving the same checkpoint again returns the same id and stores nothing new. With
+        ``keep_last``, a save whose sequence is due prunes the run's older checkpoints afterwards;
+        a failed prune is logged at WARNING and never raised, as the checkpoint is stored.
 
         Raises:
             MongoDBConfigurationError: ``checkpoint`` is not a ``WorkflowCheckpoint`` of the
@@ -233,9 +238,10 @@ class MongoDBCheckpointStorage(CheckpointStorage):
         """
         with escalated_save_failures(self._options.strict_saves), self._operation("save") as record:
             prepared = self._prepare(checkpoint)
-            checkpoint_id = await self._insert(prepared)
+            saved = await self._insert(prepared)
+            await self._keep_last(saved)
             record.result_count = 1
-            return checkpoint_id
+            return saved.checkpoint_id
 
     async def load(self, checkpoint_id: CheckpointID) -> WorkflowCheckpoint:
         """Return the bound run's checkpoint with this id.
@@ -449,7 +455,7 @@ class MongoDBCheckpointStorage(CheckpointStorage):
             signer=self._signer,
         )
 
-    async def _insert(self, prepared: PreparedCheckpoint) -> CheckpointID:
+    async def _insert(self, prepared: PreparedCheckpoint) -> _Saved:
         """Allocate a sequence and insert unless the id is stored; its identity decides the rest.
 
         The insert is an upsert that only sets fields when it creates the document and returns
@@ -469,16 +475,18 @@ class MongoDBCheckpointStorage(CheckpointStorage):
             try:
                 existing = await self._insert_if_absent(prepared, sequence)
             except DuplicateKeyError:
-                if await self._is_stored(prepared):
-                    return prepared.checkpoint_id
+                stored = await self._stored_identity(prepared)
+                if stored is not None:
+                    return _Saved(prepared.checkpoint_id, sequence, sequence_of(stored))
                 # Not this id: the sequence collided with a retained checkpoint. Recover.
                 recover = True
             except DRIVER_ERRORS as error:
                 raise translate_driver_error(error, operation="write", action="save a checkpoint") from error
             else:
-                if existing is not None:
-                    self._require_same_identity(existing, prepared)
-                return prepared.checkpoint_id
+                if existing is None:
+                    return _Saved(prepared.checkpoint_id, sequence, sequence)
+                self._require_same_identity(existing, prepared)
+                return _Saved(prepared.checkpoint_id, sequence, sequence_of(existing))
         raise MongoDBConcurrencyError(
             f"No free sequence number after {_MAX_SAVE_ATTEMPTS} attempts; another writer keeps "
             "taking them. Retry the save.",
@@ -497,14 +505,27 @@ class MongoDBCheckpointStorage(CheckpointStorage):
             collation=SIMPLE_COLLATION,
         )
 
-    async def _is_stored(self, prepared: PreparedCheckpoint) -> bool:
-        """Whether this exact checkpoint is already stored; raises if its id holds other content."""
+    async def _stored_identity(self, prepared: PreparedCheckpoint) -> Document | None:
+        """This exact checkpoint as stored, or None; raises if its id holds other content."""
         query = checkpoint_filter(self._scope, prepared.checkpoint_id)
         stored = await self._find_one(query, IDEMPOTENCY_PROJECTION, action="compare a stored checkpoint")
-        if stored is None:
-            return False
-        self._require_same_identity(stored, prepared)
-        return True
+        if stored is not None:
+            self._require_same_identity(stored, prepared)
+        return stored
+
+    async def _keep_last(self, saved: _Saved) -> None:
+        """Prune to ``keep_last`` when this save's number is due; a failure is logged, not raised.
+
+        The checkpoint is stored by now, so raising would tell the caller a stored save failed;
+        the next due save deletes everything the failed prune left (docs/adr/0012-keep-last.md).
+        """
+        keep_last = self._options.keep_last
+        if keep_last is None or not is_prune_due(saved.allocated, self._options.prune_period):
+            return
+        try:
+            await prune_run(self._collection, self._scope, keep_last=keep_last, protected=saved.stored)
+        except MongoDBIntegrationError as error:
+            log_prune_failure(error.category)
 
     def _require_same_identity(self, stored: Mapping[str, Any], prepared: PreparedCheckpoint) -> None:
         """Raise unless the stored checkpoint with this id is the one being saved."""
@@ -569,6 +590,16 @@ class MongoDBCheckpointStorage(CheckpointStorage):
         if len(documents) < limit:
             return None
         return encode_cursor(self._scope, _position_of(documents[-1]))
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Saved:
+    """What a save stored: the id, the number it allocated, and the stored checkpoint's sequence
+    (another one for an identical retry, whose number is spent)."""
+
+    checkpoint_id: CheckpointID
+    allocated: int
+    stored: int
 
 
 @dataclasses.dataclass(slots=True)

@@ -185,6 +185,14 @@ async def capture() -> tuple[list[Shape], list[Index], RecordingCollection]:
     proxy.operation = "delete"
     assert await storage.delete("cp-0")
     assert not await storage.delete("cp-0")
+    proxy.operation = "save"
+    # keep_last: the cut-off read (skipped, limited, projected) and the prune below it, for a run
+    # with fewer than keep_last checkpoints and for one with more.
+    pruning = MongoDBCheckpointStorage(proxy, options=dataclasses.replace(options, keep_last=2))
+    for index in range(3):
+        await pruning.for_session("run-kept").save(_checkpoint(f"cp-kept-{index}"))
+    await pruning.save(_checkpoint("cp-pruning"))
+
     proxy.operation = "clear_run"
     await storage.clear_run()
 
@@ -242,6 +250,10 @@ async def test_capture_is_not_vacuous(captured: tuple[list[Shape], list[Index], 
         and shape.filter.get("_kind") == "workflow_checkpoint"
         for shape in shapes
     ), "no checkpoint insert captured"
+    assert any(
+        shape.operation == "save" and shape.method == "delete_many" and "sequence" in shape.filter
+        for shape in shapes
+    ), "no keep_last prune captured"
     served_by = {serving_index(shape, indexes) for shape in shapes}
     assert {"_id_", "checkpoint_scope_sequence"} <= served_by
     distinct = {
