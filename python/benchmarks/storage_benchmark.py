@@ -248,7 +248,9 @@ async def _round_trips() -> list[tuple[str, str]]:
     checkpoint = build_checkpoint(10)
     workflow = checkpoint.workflow_name
     storage = MongoDBCheckpointStorage(counting, options=_options(workflow, "round-trips"))
-    chain = [_variant(checkpoint, f"rt-{index}", None, index) for index in range(4)]
+    chain = [_variant(checkpoint, f"rt-{index}", None, index) for index in range(5)]
+    # The same run with keep_last=2: its prune period is 1, so every save prunes.
+    pruning = MongoDBCheckpointStorage(counting, options=dataclasses.replace(storage.options, keep_last=2))
 
     def end_grace() -> Awaitable[None]:
         # The server's clock moves past the new counter's re-check grace (ADR 0006).
@@ -271,6 +273,7 @@ async def _round_trips() -> list[tuple[str, str]]:
         ),
         ("list_checkpoint_ids", lambda: storage.list_checkpoint_ids(workflow_name=workflow)),
         ("delete", lambda: storage.delete(chain[0].checkpoint_id)),
+        ("save, keep_last=2 (prunes on every number)", lambda: pruning.save(chain[4])),
         ("clear_run", storage.clear_run),
     ]
     rows: list[tuple[str, str]] = []
