@@ -49,6 +49,9 @@ async def test_paused_run_resumes_in_a_new_storage_and_workflow_instance(
     assert isinstance(requests[0].data, ApprovalRequest)
     assert first.get_outputs() == []
     saved_before_pause = await storage.list_checkpoint_ids(workflow_name=APPROVAL_WORKFLOW)
+    (waiting,) = (await storage.list_runs()).runs
+    assert waiting.waiting_for_input is True
+    assert waiting.latest_checkpoint_id == saved_before_pause[-1]
     del storage, first
 
     # Second process: only the client (the database) is shared.
@@ -76,6 +79,9 @@ async def test_paused_run_resumes_in_a_new_storage_and_workflow_instance(
     assert latest is not None
     assert latest.checkpoint_id == after[-1]
     assert latest.pending_request_info_events == {}
+    (finished,) = (await storage.list_runs(workflow_name=APPROVAL_WORKFLOW)).runs
+    assert (finished.session_id, finished.latest_checkpoint_id) == ("claim-e-1001", latest.checkpoint_id)
+    assert finished.waiting_for_input is False
 
 
 async def test_the_checkpoint_holding_the_request_is_found_by_listing(

@@ -300,7 +300,11 @@ def counter_allocation_command(
         "query": counter_filter(scope),
         "update": list(
             sequences._counter_pipeline(
-                expires_at=expires_at, floor=None, increment=1, grace_ms=COUNTER_RECHECK_GRACE_MS
+                activity=sequences.RunActivity("explained", waiting_for_input=False),
+                expires_at=expires_at,
+                floor=None,
+                increment=1,
+                grace_ms=COUNTER_RECHECK_GRACE_MS,
             )
         ),
         "fields": dict(sequences._COUNTER_PROJECTION),

@@ -32,22 +32,27 @@ from agent_framework_mongodb.checkpoints.indexes import (
     CHECKPOINT_INDEXES,
     IDENTITY_INDEX,
     LINEAGE_INDEX,
+    RUN_ACTIVITY_INDEX,
     SEQUENCE_INDEX,
     SIMPLE_COLLATION,
 )
+from agent_framework_mongodb.checkpoints.paging import decode_run_cursor
 from agent_framework_mongodb.checkpoints.queries import (
     ASCENDING_SEQUENCE,
     DESCENDING_SEQUENCE,
     ID_PROJECTION,
     IDEMPOTENCY_PROJECTION,
     PAYLOAD_PROJECTION,
+    RUN_ACTIVITY_SORT,
+    RUN_SUMMARY_PROJECTION,
     SEQUENCE_PROJECTION,
     checkpoint_filter,
     counter_filter,
     page_filter,
     run_filter,
+    run_listing_filter,
 )
-from agent_framework_mongodb.checkpoints.scope import RunScope
+from agent_framework_mongodb.checkpoints.scope import RunListing, RunScope
 
 from ._support import (
     WORKFLOW,
@@ -558,6 +563,32 @@ async def test_plan_pages_walk_the_sequence_index_with_and_without_a_cursor(seed
             expected = min(size, remaining)
             assert explain["executionStats"]["nReturned"] == expected
             assert docs_examined(explain) == expected
+
+
+async def test_plan_run_pages_walk_the_run_activity_index_backwards_without_a_sort(seeded: Seeded) -> None:
+    # The seeded tenant has two runs (another tenant one more): page 1 of 1, then after it.
+    listing = RunListing.of(seeded.scope, None)
+    first = await seeded.storage.list_runs(limit=1)
+    assert first.next_cursor is not None
+    after = decode_run_cursor(listing, first.next_cursor)
+    for position, workflow_name in ((None, None), (after, None), (None, WORKFLOW)):
+        command = find_command(
+            seeded.target.collection_name,
+            run_listing_filter(RunListing.of(seeded.scope, workflow_name), position),
+            RUN_SUMMARY_PROJECTION,
+            sort=RUN_ACTIVITY_SORT,
+            limit=1,
+            single=False,
+        )
+        explain = await seeded.target.explain(command)
+        stages = winning_plan_stages(explain)
+        assert_no_sort_or_scan(stages)
+        (scan,) = index_scans(stages)
+        assert scan.get("indexName") == RUN_ACTIVITY_INDEX.name, stage_names(stages)
+        assert scan.get("direction") == "backward"
+        assert explain["executionStats"]["nReturned"] == 1
+        if position is None and workflow_name is None:
+            assert docs_examined(explain) == 1
 
 
 @pytest.mark.parametrize("ttl", [None, timedelta(hours=1)], ids=["permanent", "expiring"])

@@ -31,7 +31,7 @@ from ..errors import (
 )
 from .options import MongoDBCheckpointStorageOptions
 from .provisioning import ensure_checkpoint_indexes, validate_checkpoint_indexes
-from .results import MongoDBCheckpointClearResult, MongoDBCheckpointPage
+from .results import MongoDBCheckpointClearResult, MongoDBCheckpointPage, MongoDBRunPage, MongoDBRunSummary
 from .storage import MongoDBCheckpointStorage
 from .strict import MongoDBStrictSaveFailure
 
@@ -53,6 +53,8 @@ __all__ = [
     "MongoDBMappingError",
     "MongoDBPersistenceError",
     "MongoDBRetrievalError",
+    "MongoDBRunPage",
+    "MongoDBRunSummary",
     "MongoDBSerializationError",
     "MongoDBStrictSaveFailure",
     "MongoDBTimeoutError",

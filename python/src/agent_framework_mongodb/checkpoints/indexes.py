@@ -39,6 +39,7 @@ __all__ = [
     "IDENTITY_INDEX",
     "ID_INDEX_NAME",
     "LINEAGE_INDEX",
+    "RUN_ACTIVITY_INDEX",
     "SCOPE_PREFIX",
     "SEQUENCE_INDEX",
     "SIMPLE_COLLATION",
@@ -115,6 +116,13 @@ COUNTER_EXPIRATION_INDEX = IndexSpec(
     partial_filter=_COUNTERS_ONLY,
     expire_after_seconds=0,
 )
+RUN_ACTIVITY_INDEX = IndexSpec(
+    name="checkpoint_run_activity",
+    keys=("tenant_id", "application_id", "allocated_at", "_id"),
+    partial_filter=_COUNTERS_ONLY,
+)
+"""Serves ``list_runs``: counters of one tenant and application, walked backwards for newest
+activity first, with ``_id`` as the cursor's tiebreaker. A workflow filter is a residual filter."""
 
 CHECKPOINT_INDEXES: tuple[IndexSpec, ...] = (
     IDENTITY_INDEX,
@@ -122,6 +130,7 @@ CHECKPOINT_INDEXES: tuple[IndexSpec, ...] = (
     LINEAGE_INDEX,
     EXPIRATION_INDEX,
     COUNTER_EXPIRATION_INDEX,
+    RUN_ACTIVITY_INDEX,
 )
 
 

@@ -169,6 +169,10 @@ class MongoDBCheckpointStorageOptions:
         """Return the same options bound to another run of the same workflow."""
         return dataclasses.replace(self, session_id=session_id)
 
+    def with_workflow(self, workflow_name: str, session_id: str) -> MongoDBCheckpointStorageOptions:
+        """Return the same options bound to a run of another workflow (same tenant and application)."""
+        return dataclasses.replace(self, workflow_name=workflow_name, session_id=session_id)
+
 
 def validate_identifier(field: str, value: object) -> str:
     """Return ``value`` if it is a usable scope identifier, else raise naming ``field``."""

@@ -13,7 +13,8 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from .documents import PAYLOAD_PROJECTION
-from .scope import CHECKPOINT_KIND, COUNTER_KIND, RunScope
+from .paging import RunPosition
+from .scope import CHECKPOINT_KIND, COUNTER_KIND, RunListing, RunScope
 
 __all__ = [
     "ASCENDING_SEQUENCE",
@@ -21,6 +22,8 @@ __all__ = [
     "IDEMPOTENCY_PROJECTION",
     "ID_PROJECTION",
     "PAYLOAD_PROJECTION",
+    "RUN_ACTIVITY_SORT",
+    "RUN_SUMMARY_PROJECTION",
     "SEQUENCE_PROJECTION",
     "checkpoint_filter",
     "counter_filter",
@@ -28,6 +31,7 @@ __all__ = [
     "older_than_filter",
     "page_filter",
     "run_filter",
+    "run_listing_filter",
 ]
 
 ASCENDING_SEQUENCE: Final = [("sequence", 1)]
@@ -35,6 +39,21 @@ DESCENDING_SEQUENCE: Final = [("sequence", -1)]
 
 ID_PROJECTION: Final[Mapping[str, int]] = {"_id": 0, "checkpoint_id": 1, "sequence": 1}
 """``list_checkpoint_ids`` never fetches payloads."""
+
+RUN_ACTIVITY_SORT: Final = [("allocated_at", -1), ("_id", -1)]
+"""Newest activity first; the counter ``_id`` breaks ties, so the order is total."""
+
+RUN_SUMMARY_PROJECTION: Final[Mapping[str, int]] = {
+    "_id": 1,
+    "workflow_name": 1,
+    "session_id": 1,
+    "latest_checkpoint_id": 1,
+    "sequence": 1,
+    "allocations": 1,
+    "allocated_at": 1,
+    "waiting_for_input": 1,
+}
+"""``list_runs`` reads counter documents only; no checkpoint payload is ever fetched."""
 
 SEQUENCE_PROJECTION: Final[Mapping[str, int]] = {"_id": 0, "sequence": 1}
 IDEMPOTENCY_PROJECTION: Final[Mapping[str, int]] = {
@@ -73,6 +92,29 @@ def older_than_filter(scope: RunScope, sequence: int) -> dict[str, Any]:
 def counter_filter(scope: RunScope) -> dict[str, Any]:
     """The run's sequence counter document."""
     return {"_id": scope.counter_document_id, "_kind": COUNTER_KIND, **scope.fields()}
+
+
+def run_listing_filter(listing: RunListing, after: RunPosition | None) -> dict[str, Any]:
+    """The counters of the listing's tenant and application (and workflow), after a position.
+
+    The tenant fields are stated by equality, so no other tenant's run can match. A counter
+    without an allocation time (none written by this version) is not listed until it saves again.
+    After a position: strictly older, or as old with a smaller ``_id``. The ``$nor`` is a residual
+    filter on the index keys, so the scan stays one range on ``allocated_at``.
+    """
+    query: dict[str, Any] = {
+        "_kind": COUNTER_KIND,
+        "tenant_id": listing.tenant_id,
+        "application_id": listing.application_id,
+    }
+    if listing.workflow_name is not None:
+        query["workflow_name"] = listing.workflow_name
+    if after is None:
+        query["allocated_at"] = {"$type": "date"}
+    else:
+        query["allocated_at"] = {"$lte": after.allocated_at}
+        query["$nor"] = [{"allocated_at": after.allocated_at, "_id": {"$gte": after.counter_id}}]
+    return query
 
 
 def insert_if_absent(document: Mapping[str, Any], query: Mapping[str, Any]) -> dict[str, Any]:

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+from datetime import datetime
 
 from agent_framework import WorkflowCheckpoint
 
-__all__ = ["MongoDBCheckpointClearResult", "MongoDBCheckpointPage"]
+__all__ = ["MongoDBCheckpointClearResult", "MongoDBCheckpointPage", "MongoDBRunPage", "MongoDBRunSummary"]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -37,3 +38,51 @@ class MongoDBCheckpointClearResult:
     checkpoints_deleted: int
     counter_deleted: int
     acknowledged: bool
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class MongoDBRunSummary:
+    """One run as ``list_runs`` reports it, read from the run's counter document alone.
+
+    Every field describes the run's latest sequence *allocation*, which each save makes before
+    it inserts (specs/storage.md, "Run discovery").
+
+    Attributes:
+        workflow_name: The run's workflow.
+        session_id: The run's session; ``storage.for_session(session_id)`` (same workflow) or
+            ``storage.for_workflow(workflow_name, session_id)`` opens it.
+        latest_checkpoint_id: The checkpoint the latest allocation was for. It is stored unless
+            that save failed after allocating; an identical retry names the stored checkpoint.
+            ``None`` for a counter no save has updated since summaries were introduced.
+        latest_sequence: The latest allocated sequence: at least the greatest stored one, and
+            that checkpoint's sequence unless the save failed or was an identical retry.
+        checkpoint_count: Sequence allocations since the counter was created (an upper bound on
+            the checkpoints saved since: failed saves, identical retries, recoveries, deletions
+            and expiries are not subtracted). Counts from the counter's sequence if it predates
+            the field.
+        updated_at: The server's time of the latest allocation (UTC).
+        waiting_for_input: Whether the latest allocation's checkpoint holds pending request-info
+            events (``WorkflowCheckpoint.pending_request_info_events`` non-empty).
+    """
+
+    workflow_name: str
+    session_id: str
+    latest_checkpoint_id: str | None
+    latest_sequence: int
+    checkpoint_count: int
+    updated_at: datetime
+    waiting_for_input: bool
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class MongoDBRunPage:
+    """One bounded page of runs, newest activity first.
+
+    Attributes:
+        runs: At most the requested ``limit`` summaries.
+        next_cursor: Pass to ``list_runs`` (same filter) for the next page; ``None`` when this
+            page was not full. A full page always has a cursor, whose page may be empty.
+    """
+
+    runs: tuple[MongoDBRunSummary, ...]
+    next_cursor: str | None

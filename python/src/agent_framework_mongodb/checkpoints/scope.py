@@ -17,7 +17,7 @@ from typing import Any
 
 from .options import MongoDBCheckpointStorageOptions
 
-__all__ = ["CHECKPOINT_KIND", "COUNTER_KIND", "RunScope"]
+__all__ = ["CHECKPOINT_KIND", "COUNTER_KIND", "RunListing", "RunScope"]
 
 CHECKPOINT_KIND = "workflow_checkpoint"
 COUNTER_KIND = "workflow_checkpoint_counter"
@@ -25,6 +25,7 @@ COUNTER_KIND = "workflow_checkpoint_counter"
 _SCOPE_TAG = b"agent-framework-mongodb/scope/v1"
 _CHECKPOINT_ID_TAG = b"agent-framework-mongodb/checkpoint-id/v1"
 _COUNTER_ID_TAG = b"agent-framework-mongodb/counter-id/v1"
+_LISTING_TAG = b"agent-framework-mongodb/run-listing/v1"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -61,6 +62,24 @@ class RunScope:
             "workflow_name": self.workflow_name,
             "session_id": self.session_id,
         }
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RunListing:
+    """What ``list_runs`` may see: the storage's tenant and application (``None`` is its own
+    application: runs stored without one), optionally one workflow, with a discriminator that
+    binds its cursors."""
+
+    tenant_id: str
+    application_id: str | None
+    workflow_name: str | None
+    discriminator: str
+
+    @classmethod
+    def of(cls, scope: RunScope, workflow_name: str | None) -> RunListing:
+        """The listing of ``scope``'s tenant and application, filtered to ``workflow_name``."""
+        fields = (scope.tenant_id, scope.application_id, workflow_name)
+        return cls(*fields, discriminator=_digest(_LISTING_TAG, *fields))
 
 
 def _digest(tag: bytes, *fields: str | None) -> str:

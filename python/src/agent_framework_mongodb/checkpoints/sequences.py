@@ -20,6 +20,11 @@ check marks it: the first check after the grace sees every such late insert. ``a
 grace. Both dates are the server's, so no client clock decides anything. See
 docs/adr/0006-sequence-allocation.md for the reasoning and the races.
 
+The run's summary rides on it too (``list_runs``, specs/storage.md "Run discovery"): each
+allocation records the checkpoint id it allocated for, whether that checkpoint waits for input,
+and counts itself in ``allocations``, so the summary costs no extra round trip. It describes the
+latest *allocation*: a save that fails after allocating, or an identical retry, still moves it.
+
 Retention rides on the same update: an expiring save moves the counter's ``expires_at`` only
 forward; a non-expiring save makes the counter permanent, and permanent is dominant. A counter
 written before ``retention_mode`` existed (a sequence without ``expires_at``) counts as permanent.
@@ -27,6 +32,7 @@ written before ``retention_mode`` existed (a sequence without ``expires_at``) co
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Final
@@ -47,7 +53,7 @@ from .indexes import SIMPLE_COLLATION
 from .queries import DESCENDING_SEQUENCE, SEQUENCE_PROJECTION, counter_filter, run_filter
 from .scope import RunScope
 
-__all__ = ["allocate_sequence", "retained_maximum", "sequence_of"]
+__all__ = ["RunActivity", "allocate_sequence", "retained_maximum", "sequence_of"]
 
 PERMANENT: Final = "permanent"
 EXPIRING: Final = "expiring"
@@ -62,10 +68,19 @@ _COUNTER_PROJECTION: Final = {
 _UPSERT_ATTEMPTS: Final = 3
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class RunActivity:
+    """What a save records on the run's counter for ``list_runs``: nothing decoded later."""
+
+    checkpoint_id: str
+    waiting_for_input: bool
+
+
 async def allocate_sequence(
     collection: CheckpointCollection,
     scope: RunScope,
     *,
+    activity: RunActivity,
     expires_at: datetime | None,
     recheck_grace: timedelta,
     recover: bool = False,
@@ -75,12 +90,13 @@ async def allocate_sequence(
     Args:
         collection: The checkpoint collection.
         scope: The run.
+        activity: The checkpoint being saved, as the run's summary records it.
         expires_at: The saved checkpoint's expiry, or ``None`` for a permanent checkpoint.
         recheck_grace: How long a counter this call creates stays under re-check.
         recover: Check against the retained maximum even if the counter says it is checked;
             the caller sets it after an insert collided on the sequence index.
     """
-    counter_update = _CounterUpdate(collection, scope, expires_at, recheck_grace)
+    counter_update = _CounterUpdate(collection, scope, activity, expires_at, recheck_grace)
     counter = await counter_update.advance(floor=None, increment=1, upsert=True)
     sequence = sequence_of(counter)
     if _is_trusted(counter) and not recover:
@@ -115,17 +131,23 @@ class _CounterUpdate:
         self,
         collection: CheckpointCollection,
         scope: RunScope,
+        activity: RunActivity,
         expires_at: datetime | None,
         recheck_grace: timedelta,
     ) -> None:
         self._collection = collection
         self._query = counter_filter(scope)
+        self._activity = activity
         self._expires_at = expires_at
         self._grace_ms = int(recheck_grace / timedelta(milliseconds=1))
 
     async def advance(self, *, floor: int | None, increment: int, upsert: bool) -> Mapping[str, Any]:
         pipeline = _counter_pipeline(
-            expires_at=self._expires_at, floor=floor, increment=increment, grace_ms=self._grace_ms
+            activity=self._activity,
+            expires_at=self._expires_at,
+            floor=floor,
+            increment=increment,
+            grace_ms=self._grace_ms,
         )
         for attempt in range(1, _UPSERT_ATTEMPTS + 1):
             try:
@@ -157,7 +179,12 @@ def _allocation_error(error: PyMongoError | BSONError) -> MongoDBIntegrationErro
 
 
 def _counter_pipeline(
-    *, expires_at: datetime | None, floor: int | None, increment: int, grace_ms: int
+    *,
+    activity: RunActivity,
+    expires_at: datetime | None,
+    floor: int | None,
+    increment: int,
+    grace_ms: int,
 ) -> Sequence[Mapping[str, Any]]:
     """One ``$set`` stage: every expression reads the counter as it was before this update.
 
@@ -179,6 +206,10 @@ def _counter_pipeline(
         "sequence_checked": grace_over if floor is not None else was_checked,
         "recheck_until": recheck_until,
         "allocated_at": "$$NOW",
+        # The run's summary. A counter from before `allocations` existed counts its sequence.
+        "allocations": {"$add": [{"$ifNull": ["$allocations", current]}, increment]},
+        "latest_checkpoint_id": {"$literal": activity.checkpoint_id},
+        "waiting_for_input": {"$literal": activity.waiting_for_input},
     }
     stage.update(_retention_fields(expires_at))
     return [{"$set": stage}]

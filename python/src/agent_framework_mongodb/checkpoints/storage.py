@@ -3,8 +3,8 @@
 Each public method is a short orchestration of the steps below it: validate and encode without
 I/O, then as few round trips as the operation allows (a save costs two in steady state, an
 identical retry included: the sequence allocation and an insert that reports an existing
-checkpoint's identity; with ``keep_last``, a pruning save costs two more; a load, latest, page or
-delete costs one). Every operation runs under one
+checkpoint's identity; with ``keep_last``, a pruning save costs two more; a load, latest, page,
+run page or delete costs one). Every operation runs under one
 client-side deadline (``operation_timeout``), all its round trips included.
 """
 
@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import AsyncIterator, Generator, Mapping
 from contextlib import contextmanager
+from datetime import datetime, timezone
 from types import TracebackType
 from typing import Any, Final
 
@@ -47,7 +48,15 @@ from .documents import PreparedCheckpoint, prepare_checkpoint, stored_payload, u
 from .driver import CheckpointClient, CheckpointCollection, Document
 from .indexes import CHECKPOINT_INDEXES, SIMPLE_COLLATION
 from .options import MongoDBCheckpointStorageOptions, validate_identifier
-from .paging import PagePosition, decode_cursor, encode_cursor, resolve_limit
+from .paging import (
+    PagePosition,
+    RunPosition,
+    decode_cursor,
+    decode_run_cursor,
+    encode_cursor,
+    encode_run_cursor,
+    resolve_limit,
+)
 from .provisioning import check_indexes, create_indexes
 from .queries import (
     ASCENDING_SEQUENCE,
@@ -55,16 +64,19 @@ from .queries import (
     ID_PROJECTION,
     IDEMPOTENCY_PROJECTION,
     PAYLOAD_PROJECTION,
+    RUN_ACTIVITY_SORT,
+    RUN_SUMMARY_PROJECTION,
     checkpoint_filter,
     counter_filter,
     insert_if_absent,
     page_filter,
     run_filter,
+    run_listing_filter,
 )
-from .results import MongoDBCheckpointClearResult, MongoDBCheckpointPage
+from .results import MongoDBCheckpointClearResult, MongoDBCheckpointPage, MongoDBRunPage, MongoDBRunSummary
 from .retention import is_prune_due, prune_run
-from .scope import RunScope
-from .sequences import allocate_sequence, sequence_of
+from .scope import RunListing, RunScope
+from .sequences import RunActivity, allocate_sequence, sequence_of
 from .strict import escalated_save_failures
 
 __all__ = ["MongoDBCheckpointStorage"]
@@ -182,10 +194,12 @@ class MongoDBCheckpointStorage(CheckpointStorage):
         The new storage never owns the client: closing it leaves this one working, and it
         stops working once the owner closes. Making one does no I/O.
         """
-        storage = type(self).__new__(type(self))
-        options = self._options.with_session(session_id)
-        storage._bind(self._collection, options, self._codec, owned_client=None, lifetime=self._lifetime)
-        return storage
+        return self._sibling(self._options.with_session(session_id))
+
+    def for_workflow(self, workflow_name: str, session_id: str) -> MongoDBCheckpointStorage:
+        """Return a storage for a run of another workflow of the same tenant and application
+        (as ``list_runs`` names it), sharing this collection; otherwise like ``for_session``."""
+        return self._sibling(self._options.with_workflow(workflow_name, session_id))
 
     @property
     def options(self) -> MongoDBCheckpointStorageOptions:
@@ -238,7 +252,8 @@ class MongoDBCheckpointStorage(CheckpointStorage):
         """
         with escalated_save_failures(self._options.strict_saves), self._operation("save") as record:
             prepared = self._prepare(checkpoint)
-            saved = await self._insert(prepared)
+            activity = RunActivity(prepared.checkpoint_id, bool(checkpoint.pending_request_info_events))
+            saved = await self._insert(prepared, activity)
             await self._keep_last(saved)
             record.result_count = 1
             return saved.checkpoint_id
@@ -333,6 +348,35 @@ class MongoDBCheckpointStorage(CheckpointStorage):
             record.result_count = len(checkpoints)
             return MongoDBCheckpointPage(checkpoints, self._next_cursor(documents, size))
 
+    async def list_runs(
+        self, *, workflow_name: str | None = None, cursor: str | None = None, limit: int | None = None
+    ) -> MongoDBRunPage:
+        """One page of the runs of this storage's tenant and application, newest activity first.
+
+        The application is this storage's ``application_id``; ``None`` lists only runs stored
+        without one. Reads counter documents only (one round trip, no payload is decoded); see
+        ``MongoDBRunSummary`` for what each field means. A run saved while pages are read moves
+        to the front: each run appears at most once, and every run not saved meanwhile exactly once.
+        A cleared run (its counter deleted) is not listed.
+
+        Args:
+            workflow_name: Only runs of this workflow; all workflows by default.
+            cursor: A ``next_cursor`` this storage's tenant and application returned for the same
+                ``workflow_name``.
+            limit: Page size, from 1 to ``max_page_size``; ``page_size`` by default.
+
+        Raises:
+            MongoDBConfigurationError: The workflow name, cursor or limit is not valid here.
+        """
+        with self._operation("list_runs") as record:
+            listing = self._listing(workflow_name)
+            size = resolve_limit(limit, self._options)
+            after = None if cursor is None else decode_run_cursor(listing, cursor)
+            documents = await self._fetch_runs(listing, after=after, limit=size)
+            runs = tuple(_summary_of(document) for document in documents)
+            record.result_count = len(runs)
+            return MongoDBRunPage(runs, _next_run_cursor(listing, documents, size))
+
     async def clear_run(self) -> MongoDBCheckpointClearResult:
         """Delete every checkpoint of the bound run, then its sequence counter.
 
@@ -389,6 +433,16 @@ class MongoDBCheckpointStorage(CheckpointStorage):
             record.result_count = len(CHECKPOINT_INDEXES)
 
     # -- Steps --------------------------------------------------------------------------
+
+    def _sibling(self, options: MongoDBCheckpointStorageOptions) -> MongoDBCheckpointStorage:
+        storage = type(self).__new__(type(self))
+        storage._bind(self._collection, options, self._codec, owned_client=None, lifetime=self._lifetime)
+        return storage
+
+    def _listing(self, workflow_name: object) -> RunListing:
+        if workflow_name is not None:
+            validate_identifier("workflow_name", workflow_name)
+        return RunListing.of(self._scope, workflow_name if isinstance(workflow_name, str) else None)
 
     @contextmanager
     def _operation(self, name: str) -> Generator[OperationRecord]:
@@ -455,7 +509,7 @@ class MongoDBCheckpointStorage(CheckpointStorage):
             signer=self._signer,
         )
 
-    async def _insert(self, prepared: PreparedCheckpoint) -> _Saved:
+    async def _insert(self, prepared: PreparedCheckpoint, activity: RunActivity) -> _Saved:
         """Allocate a sequence and insert unless the id is stored; its identity decides the rest.
 
         The insert is an upsert that only sets fields when it creates the document and returns
@@ -468,6 +522,7 @@ class MongoDBCheckpointStorage(CheckpointStorage):
             sequence = await allocate_sequence(
                 self._collection,
                 self._scope,
+                activity=activity,
                 expires_at=prepared.expires_at,
                 recheck_grace=self._options.counter_recheck_grace,
                 recover=recover,
@@ -570,6 +625,16 @@ class MongoDBCheckpointStorage(CheckpointStorage):
             )
             return await cursor.to_list(limit)
 
+    async def _fetch_runs(
+        self, listing: RunListing, *, after: RunPosition | None, limit: int
+    ) -> list[Document]:
+        query = run_listing_filter(listing, after)
+        with translated_driver_errors(operation="read", action="read a page of runs"):
+            cursor = self._collection.find(
+                query, RUN_SUMMARY_PROJECTION, sort=RUN_ACTIVITY_SORT, limit=limit, collation=SIMPLE_COLLATION
+            )
+            return await cursor.to_list(limit)
+
     async def _pages(self, projection: Mapping[str, int], *, limit: int) -> AsyncIterator[list[Document]]:
         """Every page of the run, one bounded request at a time.
 
@@ -627,6 +692,46 @@ def _position_of(document: Mapping[str, Any]) -> PagePosition:
     if isinstance(sequence, bool) or not isinstance(sequence, int):
         raise MongoDBMappingError("A stored checkpoint document has no sequence.")
     return PagePosition(sequence, _checkpoint_id_of(document))
+
+
+def _summary_of(document: Mapping[str, Any]) -> MongoDBRunSummary:
+    match document:
+        case {
+            "workflow_name": str() as workflow_name,
+            "session_id": str() as session_id,
+            "sequence": int() as sequence,
+            "allocated_at": datetime() as allocated_at,
+        } if not isinstance(sequence, bool):
+            pass
+        case _:
+            raise MongoDBMappingError("A stored run counter document is not a run summary.")
+    latest = document.get("latest_checkpoint_id")
+    allocations = document.get("allocations")
+    return MongoDBRunSummary(
+        workflow_name=workflow_name,
+        session_id=session_id,
+        latest_checkpoint_id=latest if isinstance(latest, str) else None,
+        latest_sequence=sequence,
+        checkpoint_count=allocations if type(allocations) is int else sequence,
+        updated_at=allocated_at
+        if allocated_at.tzinfo is not None
+        else allocated_at.replace(tzinfo=timezone.utc),
+        waiting_for_input=document.get("waiting_for_input") is True,
+    )
+
+
+def _next_run_cursor(listing: RunListing, documents: list[Document], limit: int) -> str | None:
+    if len(documents) < limit:
+        return None
+    return encode_run_cursor(listing, _run_position_of(documents[-1]))
+
+
+def _run_position_of(document: Mapping[str, Any]) -> RunPosition:
+    allocated_at = document.get("allocated_at")
+    counter_id = document.get("_id")
+    if not isinstance(allocated_at, datetime) or not isinstance(counter_id, str):
+        raise MongoDBMappingError("A stored run counter document has no allocation time or id.")
+    return RunPosition(allocated_at, counter_id)
 
 
 def _require_options(options: object) -> None:

@@ -15,6 +15,7 @@ such that:
    and a query without a collation never qualifies: on a collection created with a default
    collation it would run under that collation and miss every simple-collation index.
 
+Top-level operators (``$nor``) are residual predicates: they neither extend nor break the prefix.
 A query by ``_id`` equality is served by the ``_id_`` index (same collation rule). A new query
 shape that no index serves makes ``test_every_captured_query_is_served_by_an_index`` fail.
 """
@@ -49,6 +50,7 @@ QUERYING_OPERATIONS = frozenset(
         "list_checkpoint_ids",
         "list_checkpoint_page",
         "clear_run",
+        "list_runs",
     }
 )
 """Public operations that send queries; each must contribute at least one captured shape."""
@@ -57,6 +59,7 @@ NON_QUERYING_MEMBERS = frozenset(
     {
         "connect",  # constructor plus a ping
         "for_session",  # no I/O
+        "for_workflow",  # no I/O
         "options",  # property
         "close",  # closes an owned client
         "ensure_indexes",  # create_indexes: no filter
@@ -97,8 +100,9 @@ def serving_index(shape: Shape, indexes: list[Index]) -> str | None:
     """The name of an index that serves ``shape`` (rules in the module docstring), or ``None``."""
     if _locale_only(shape.collation) is None:
         return None
-    equal = {key: value for key, value in shape.filter.items() if not _is_operator(value)}
-    ranges = {key for key, value in shape.filter.items() if _is_operator(value)}
+    fields = {key: value for key, value in shape.filter.items() if not str(key).startswith("$")}
+    equal = {key: value for key, value in fields.items() if not _is_operator(value)}
+    ranges = {key for key, value in fields.items() if _is_operator(value)}
     for index in indexes:
         if _locale_only(shape.collation) != index.collation:
             continue
@@ -182,6 +186,13 @@ async def capture() -> tuple[list[Shape], list[Index], RecordingCollection]:
     proxy.operation = "list_checkpoint_page"
     first = await storage.list_checkpoint_page(workflow_name=WORKFLOW)
     await storage.list_checkpoint_page(workflow_name=WORKFLOW, cursor=first.next_cursor, limit=3)
+    proxy.operation = "save"
+    for session in ("run-2", "run-3"):
+        await storage.for_session(session).save(_checkpoint(f"{session}-cp"))
+    proxy.operation = "list_runs"
+    runs = await storage.list_runs(limit=1)  # first page, then a page after a position
+    await storage.list_runs(cursor=runs.next_cursor, limit=1)
+    await storage.list_runs(workflow_name=WORKFLOW)
     proxy.operation = "delete"
     assert await storage.delete("cp-0")
     assert not await storage.delete("cp-0")
@@ -255,7 +266,8 @@ async def test_capture_is_not_vacuous(captured: tuple[list[Shape], list[Index], 
         for shape in shapes
     ), "no keep_last prune captured"
     served_by = {serving_index(shape, indexes) for shape in shapes}
-    assert {"_id_", "checkpoint_scope_sequence"} <= served_by
+    assert {"_id_", "checkpoint_scope_sequence", "checkpoint_run_activity"} <= served_by
+    assert any(shape.operation == "list_runs" and "$nor" in shape.filter for shape in shapes), "no run page"
     distinct = {
         (shape.method, tuple(shape.filter), shape.sort, tuple(shape.projection or ())) for shape in shapes
     }

@@ -31,6 +31,7 @@ INDEX_NAMES = (
     "checkpoint_scope_lineage",
     "checkpoint_expiration",
     "checkpoint_counter_expiration",
+    "checkpoint_run_activity",
 )
 
 

@@ -51,7 +51,7 @@ async def test_construction_and_every_operation_create_no_index(collection: InMe
     assert list(await listed_indexes(collection)) in ([], ["_id_"])
 
 
-async def test_ensure_indexes_returns_the_five_names_and_is_idempotent(
+async def test_ensure_indexes_returns_the_six_names_and_is_idempotent(
     collection: InMemoryCollection, storage: MongoDBCheckpointStorage
 ) -> None:
     first = await storage.ensure_indexes()
