@@ -1,8 +1,16 @@
-"""One completion log record per public storage operation, and nothing that identifies data.
+"""One completion record per public storage operation: a log record, a span and metrics.
 
-A record carries exactly: feature, operation, outcome, a bounded result count, the duration and
-the stable error category. It never carries ids, scopes, payloads, database or collection names,
-filters, driver messages, hosts or credentials: the message is built from those fields alone.
+A log record carries exactly: feature, operation, outcome, a bounded result count, the duration
+and the stable error category. The span and the metrics carry the same fields plus the
+operation's round trips and payload bytes, under the database semantic-convention names that
+identify the system and the operation. None of them carries ids, scopes, payloads, database or
+collection names, filters, driver messages, hosts or credentials: every value is built from those
+fields alone.
+
+Spans and metrics go through ``opentelemetry-api`` (a dependency of ``agent-framework-core``);
+without an SDK configured they are the API's no-ops. The span is started as the current span, so
+it nests under Agent Framework's workflow spans, and driver spans (if the application instruments
+pymongo) nest under it.
 """
 
 from __future__ import annotations
@@ -12,11 +20,24 @@ import logging
 import time
 from collections.abc import Generator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Final
+
+from opentelemetry import metrics, trace
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from .errors import MongoDBIntegrationError
 
-__all__ = ["LOGGER_NAME", "MAX_LOGGED_COUNT", "OperationRecord", "completion_log", "log_prune_failure"]
+__all__ = [
+    "INSTRUMENTATION_SCOPE",
+    "LOGGER_NAME",
+    "MAX_LOGGED_COUNT",
+    "OperationRecord",
+    "completion_log",
+    "count_payload_bytes",
+    "count_round_trip",
+    "log_prune_failure",
+]
 
 LOGGER_NAME: Final = "agent_framework_mongodb"
 MAX_LOGGED_COUNT: Final = 10_000
@@ -31,6 +52,48 @@ failed save, logs its own warning and carries on (``create_checkpoint_if_enabled
 ``agent_framework/_workflows/_runner.py``), so the run continues without the checkpoint a
 resume would need; this record is the storage's own signal of it."""
 
+# -- Trace and metric names --------------------------------------------------------------
+# Database client conventions: https://opentelemetry.io/docs/specs/semconv/database/database-spans/
+# and https://opentelemetry.io/docs/specs/semconv/database/database-metrics/ (db.system.name,
+# db.operation.name, error.type, db.client.operation.duration in seconds with its advised buckets);
+# MongoDB: https://opentelemetry.io/docs/specs/semconv/database/mongodb/ (the system is
+# "mongodb"). db.system is the same value under its name before v1.26, for backends still on it.
+# db.collection.name, db.namespace, server.address and db.query.text are deliberately not set:
+# they name data and hosts. Names without a convention are namespaced by the package.
+INSTRUMENTATION_SCOPE: Final = "agent_framework_mongodb"
+DB_SYSTEM_NAME: Final = "db.system.name"
+DB_SYSTEM: Final = "db.system"
+DB_OPERATION_NAME: Final = "db.operation.name"
+ERROR_TYPE: Final = "error.type"
+OUTCOME: Final = "agent_framework_mongodb.outcome"
+ROUND_TRIPS: Final = "agent_framework_mongodb.round_trips"
+PAYLOAD_BYTES: Final = "agent_framework_mongodb.payload_bytes"
+RESULT_COUNT: Final = "agent_framework_mongodb.result_count"
+OPERATION_DURATION: Final = "db.client.operation.duration"
+PAYLOAD_SIZE: Final = "agent_framework_mongodb.payload.size"
+SAVE_FAILURES: Final = "agent_framework_mongodb.save.failures"
+_MONGODB: Final = "mongodb"
+_DURATION_BUCKETS: Final = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0)
+
+_tracer = trace.get_tracer(INSTRUMENTATION_SCOPE)
+_meter = metrics.get_meter(INSTRUMENTATION_SCOPE)
+_duration = _meter.create_histogram(
+    OPERATION_DURATION,
+    unit="s",
+    description="Duration of checkpoint storage operations, all round trips included.",
+    explicit_bucket_boundaries_advisory=list(_DURATION_BUCKETS),
+)
+_payload_size = _meter.create_histogram(
+    PAYLOAD_SIZE,
+    unit="By",
+    description="Encoded checkpoint payload bytes a storage operation stored or loaded.",
+)
+_save_failures = _meter.create_counter(
+    SAVE_FAILURES,
+    unit="{failure}",
+    description="Failed or refused checkpoint saves, by error category.",
+)
+
 _logger = logging.getLogger(LOGGER_NAME)
 # A library must not print through logging's last-resort handler when the application has not
 # configured logging; applications that do configure it see every record.
@@ -42,39 +105,97 @@ class OperationRecord:
     """Filled in by the operation while it runs."""
 
     result_count: int = 0
+    round_trips: int = 0
+    payload_bytes: int = 0
+
+
+_current: ContextVar[OperationRecord | None] = ContextVar("agent_framework_mongodb_operation", default=None)
+"""The record of the operation running in this context, for the steps below it to add to."""
+
+
+def count_round_trip() -> None:
+    """Count one request to the server against the running operation (if any)."""
+    record = _current.get()
+    if record is not None:
+        record.round_trips += 1
+
+
+def count_payload_bytes(size: int) -> None:
+    """Add ``size`` encoded payload bytes stored or loaded to the running operation (if any)."""
+    record = _current.get()
+    if record is not None:
+        record.payload_bytes += size
 
 
 @contextmanager
 def completion_log(operation: str) -> Generator[OperationRecord, None, None]:
-    """Log one completion record when the block ends: success, error or cancellation.
+    """Record one completion when the block ends: success, error or cancellation.
 
-    Errors propagate unchanged. Cancellation is never caught: it reaches ``finally`` with the
-    outcome still unset, and is logged as ``cancelled``.
+    The block runs inside the operation's span. Errors propagate unchanged. Cancellation is never
+    caught: it reaches ``finally`` with the outcome still unset, and is recorded as ``cancelled``.
     """
     record = OperationRecord()
+    token = _current.set(record)
     started = time.perf_counter()
     outcome = "cancelled"
     category: str | None = None
-    try:
-        yield record
-        outcome = "success"
-    except MongoDBIntegrationError as error:
-        outcome, category = "error", error.category
-        raise
-    except Exception:
-        outcome, category = "error", "unexpected"
-        raise
-    finally:
-        level = _level(operation, outcome, category)
-        if _logger.isEnabledFor(level):
-            _emit(
-                level,
-                operation,
-                outcome=outcome,
-                count=record.result_count,
-                seconds=time.perf_counter() - started,
-                category=category,
+    # Exceptions are not recorded on the span: their messages are not data-free by contract.
+    with _tracer.start_as_current_span(
+        f"{_FEATURE} {operation}",
+        kind=SpanKind.INTERNAL,
+        record_exception=False,
+        set_status_on_exception=False,
+    ) as span:
+        try:
+            yield record
+            outcome = "success"
+        except MongoDBIntegrationError as error:
+            outcome, category = "error", error.category
+            raise
+        except Exception:
+            outcome, category = "error", "unexpected"
+            raise
+        finally:
+            _current.reset(token)
+            seconds = time.perf_counter() - started
+            _trace_and_measure(
+                span, operation, outcome=outcome, category=category, record=record, seconds=seconds
             )
+            level = _level(operation, outcome, category)
+            if _logger.isEnabledFor(level):
+                _emit(
+                    level,
+                    operation,
+                    outcome=outcome,
+                    count=record.result_count,
+                    seconds=seconds,
+                    category=category,
+                )
+
+
+def _trace_and_measure(
+    span: Span, operation: str, *, outcome: str, category: str | None, record: OperationRecord, seconds: float
+) -> None:
+    labels: dict[str, str] = {DB_SYSTEM_NAME: _MONGODB, DB_OPERATION_NAME: operation, OUTCOME: outcome}
+    if category is not None:
+        labels[ERROR_TYPE] = category
+    if span.is_recording():
+        span.set_attributes(
+            {
+                **labels,
+                DB_SYSTEM: _MONGODB,
+                ROUND_TRIPS: record.round_trips,
+                PAYLOAD_BYTES: record.payload_bytes,
+                RESULT_COUNT: min(max(record.result_count, 0), MAX_LOGGED_COUNT),
+            }
+        )
+        if category is not None:
+            span.set_status(Status(StatusCode.ERROR, category))
+    _duration.record(seconds, labels)
+    if record.payload_bytes:
+        _payload_size.record(record.payload_bytes, {DB_SYSTEM_NAME: _MONGODB, DB_OPERATION_NAME: operation})
+    if category is not None and operation == "save":
+        _save_failures.add(1, {DB_SYSTEM_NAME: _MONGODB, ERROR_TYPE: category})
 
 
 def _level(operation: str, outcome: str, category: str | None) -> int:

@@ -20,7 +20,7 @@ from typing import Any, Final
 import pymongo
 from pymongo.errors import OperationFailure
 
-from .._telemetry import completion_log
+from .._telemetry import completion_log, count_round_trip
 from ..errors import (
     DRIVER_ERRORS,
     MongoDBIndexMismatchError,
@@ -99,6 +99,7 @@ async def create_indexes(collection: CheckpointCollection) -> tuple[str, ...]:
     _require_simple_collection_collation(listed)
     for spec in CHECKPOINT_INDEXES:
         _require_same_if_present(spec, listed)
+    count_round_trip()
     try:
         return tuple(await collection.create_indexes([spec.model() for spec in CHECKPOINT_INDEXES]))
     except OperationFailure as error:
@@ -131,6 +132,7 @@ async def _create_one_at_a_time(collection: CheckpointCollection) -> tuple[str, 
 
 
 async def _create_one(collection: CheckpointCollection, spec: IndexSpec) -> list[str]:
+    count_round_trip()
     try:
         return await collection.create_indexes([spec.model()])
     except DRIVER_ERRORS as error:
@@ -149,6 +151,7 @@ async def _create_one(collection: CheckpointCollection, spec: IndexSpec) -> list
 
 async def _listed_indexes(collection: CheckpointCollection) -> dict[str, Mapping[str, Any]]:
     with translated_driver_errors(operation="provision", action="list indexes"):
+        count_round_trip()  # the listing's first batch comes with the command's reply
         cursor = await collection.list_indexes()
         return {str(index.get("name")): index for index in await cursor.to_list(None)}
 

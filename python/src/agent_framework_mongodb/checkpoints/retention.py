@@ -16,6 +16,7 @@ docs/adr/0012-keep-last.md for the bound, the races and the failure policy.
 
 from __future__ import annotations
 
+from .._telemetry import count_round_trip
 from ..errors import translated_driver_errors
 from .driver import CheckpointCollection
 from .indexes import SIMPLE_COLLATION
@@ -43,6 +44,7 @@ async def prune_run(
     Returns how many were deleted. Driver errors are translated (``MongoDBIntegrationError``).
     """
     with translated_driver_errors(operation="read", action="find the keep_last cut-off"):
+        count_round_trip()
         oldest_kept = await collection.find_one(
             run_filter(scope),
             SEQUENCE_PROJECTION,
@@ -54,5 +56,6 @@ async def prune_run(
         return 0
     cutoff = min(sequence_of(oldest_kept), protected)
     with translated_driver_errors(operation="write", action="delete checkpoints beyond keep_last"):
+        count_round_trip()
         result = await collection.delete_many(older_than_filter(scope, cutoff), collation=SIMPLE_COLLATION)
     return result.deleted_count

@@ -41,6 +41,7 @@ from bson.errors import BSONError
 from pymongo import ReturnDocument
 from pymongo.errors import DuplicateKeyError, PyMongoError
 
+from .._telemetry import count_round_trip
 from ..errors import (
     DRIVER_ERRORS,
     MongoDBIntegrationError,
@@ -116,6 +117,7 @@ async def allocate_sequence(
 async def retained_maximum(collection: CheckpointCollection, scope: RunScope) -> int:
     """The greatest sequence among the run's stored checkpoints, or 0 if it has none."""
     with translated_driver_errors(operation="read", action="read the greatest sequence"):
+        count_round_trip()
         document = await collection.find_one(
             run_filter(scope), SEQUENCE_PROJECTION, sort=DESCENDING_SEQUENCE, collation=SIMPLE_COLLATION
         )
@@ -150,6 +152,7 @@ class _CounterUpdate:
             grace_ms=self._grace_ms,
         )
         for attempt in range(1, _UPSERT_ATTEMPTS + 1):
+            count_round_trip()
             try:
                 counter = await self._collection.find_one_and_update(
                     self._query,
@@ -159,7 +162,7 @@ class _CounterUpdate:
                     return_document=ReturnDocument.AFTER,
                     collation=SIMPLE_COLLATION,
                 )
-            except DuplicateKeyError as error:  # noqa: PERF203 - a retry loop; the try is the point
+            except DuplicateKeyError as error:
                 # Two first saves of a run both found no counter and both inserted one. The server
                 # retries such an upsert itself only when the filter's equality fields are exactly
                 # the unique index's keys; ours also states the scope, so the loser retries here and

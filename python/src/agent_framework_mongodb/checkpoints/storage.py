@@ -22,7 +22,13 @@ from agent_framework import CheckpointID, CheckpointStorage, WorkflowCheckpoint
 from pymongo import ReturnDocument
 from pymongo.errors import DuplicateKeyError
 
-from .._telemetry import OperationRecord, completion_log, log_prune_failure
+from .._telemetry import (
+    OperationRecord,
+    completion_log,
+    count_payload_bytes,
+    count_round_trip,
+    log_prune_failure,
+)
 from ..errors import (
     DRIVER_ERRORS,
     MongoDBCheckpointNotFoundError,
@@ -294,6 +300,7 @@ class MongoDBCheckpointStorage(CheckpointStorage):
         with self._operation("delete") as record:
             query = checkpoint_filter(self._scope, _require_checkpoint_id(checkpoint_id))
             with translated_driver_errors(operation="write", action="delete a checkpoint"):
+                count_round_trip()
                 result = await self._collection.delete_one(query, collation=SIMPLE_COLLATION)
             deleted = result.deleted_count == 1
             record.result_count = int(deleted)
@@ -385,9 +392,11 @@ class MongoDBCheckpointStorage(CheckpointStorage):
         """
         with self._operation("clear_run") as record:
             with translated_driver_errors(operation="write", action="clear the run"):
+                count_round_trip()
                 checkpoints = await self._collection.delete_many(
                     run_filter(self._scope), collation=SIMPLE_COLLATION
                 )
+                count_round_trip()
                 counter = await self._collection.delete_one(
                     counter_filter(self._scope), collation=SIMPLE_COLLATION
                 )
@@ -500,6 +509,7 @@ class MongoDBCheckpointStorage(CheckpointStorage):
         if checkpoint.previous_checkpoint_id is not None:
             validate_identifier("previous_checkpoint_id", checkpoint.previous_checkpoint_id)
         encoded = self._codec.encode(checkpoint)
+        count_payload_bytes(len(encoded.payload))
         return prepare_checkpoint(
             self._scope,
             checkpoint,
@@ -551,6 +561,7 @@ class MongoDBCheckpointStorage(CheckpointStorage):
     async def _insert_if_absent(self, prepared: PreparedCheckpoint, sequence: int) -> Document | None:
         """Insert the checkpoint unless its id is stored; returns the stored identity, else None."""
         query = checkpoint_filter(self._scope, prepared.checkpoint_id)
+        count_round_trip()
         return await self._collection.find_one_and_update(
             query,
             insert_if_absent(prepared.document(sequence), query),
@@ -596,6 +607,7 @@ class MongoDBCheckpointStorage(CheckpointStorage):
 
     def _decode(self, document: Mapping[str, Any]) -> WorkflowCheckpoint:
         stored = stored_payload(document, self._scope, self._signer)
+        count_payload_bytes(len(stored.payload))
         checkpoint = self._codec.decode(stored.payload, checksum=stored.checksum)
         if (
             checkpoint.checkpoint_id != stored.checkpoint_id
@@ -613,6 +625,7 @@ class MongoDBCheckpointStorage(CheckpointStorage):
         sort: list[tuple[str, int]] | None = None,
     ) -> Document | None:
         with translated_driver_errors(operation="read", action=action):
+            count_round_trip()
             return await self._collection.find_one(query, projection, sort=sort, collation=SIMPLE_COLLATION)
 
     async def _fetch_page(
@@ -620,6 +633,7 @@ class MongoDBCheckpointStorage(CheckpointStorage):
     ) -> list[Document]:
         query = page_filter(self._scope, None if after is None else after.sequence)
         with translated_driver_errors(operation="read", action="read a page of checkpoints"):
+            count_round_trip()  # find() sends nothing; to_list() sends the query, once
             cursor = self._collection.find(
                 query, projection, sort=ASCENDING_SEQUENCE, limit=limit, collation=SIMPLE_COLLATION
             )
@@ -630,6 +644,7 @@ class MongoDBCheckpointStorage(CheckpointStorage):
     ) -> list[Document]:
         query = run_listing_filter(listing, after)
         with translated_driver_errors(operation="read", action="read a page of runs"):
+            count_round_trip()  # find() sends nothing; to_list() sends the query, once
             cursor = self._collection.find(
                 query, RUN_SUMMARY_PROJECTION, sort=RUN_ACTIVITY_SORT, limit=limit, collation=SIMPLE_COLLATION
             )
