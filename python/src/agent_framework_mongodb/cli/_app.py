@@ -8,7 +8,9 @@ from ..checkpoints.connection import DEFAULT_COLLECTION_NAME, DEFAULT_DATABASE_N
 from ._clear import clear
 from ._connection import CliSettings, Connection, default_client
 from ._indexes import indexes
+from ._prune import prune
 from ._runs import runs
+from ._show import show
 
 __all__ = ["cli"]
 
@@ -34,4 +36,6 @@ def cli(context: click.Context, uri: str | None, database: str, collection: str)
 
 cli.add_command(indexes)
 cli.add_command(runs)
+cli.add_command(show)
 cli.add_command(clear)
+cli.add_command(prune)
