@@ -1,0 +1,45 @@
+"""Running a command's coroutine, and reporting the package's errors without hosts or credentials."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+import click
+from pymongo.errors import PyMongoError
+
+from ..errors import MongoDBIntegrationError
+
+__all__ = ["FAILURE_STATUS", "CommandFailure", "run"]
+
+FAILURE_STATUS = 1
+
+T = TypeVar("T")
+
+
+class CommandFailure(click.ClickException):
+    """A failed command: ``Error [category]: message`` on standard error, exit status 1."""
+
+    exit_code = FAILURE_STATUS
+
+    def __init__(self, category: str, message: str) -> None:
+        super().__init__(message)
+        self.category = category
+
+    def format_message(self) -> str:
+        return f"[{self.category}] {self.message}"
+
+
+def run(coroutine: Coroutine[Any, Any, T]) -> T:
+    """Run ``coroutine`` to completion, turning the package's errors into a ``CommandFailure``.
+
+    A package error's message never names hosts or credentials. A driver error that escaped
+    translation (such as an invalid URI, whose text may quote it) is reported by its class only.
+    """
+    try:
+        return asyncio.run(coroutine)
+    except MongoDBIntegrationError as error:
+        raise CommandFailure(error.category, str(error)) from error
+    except PyMongoError as error:
+        raise CommandFailure("driver", f"The MongoDB driver failed ({type(error).__name__}).") from error

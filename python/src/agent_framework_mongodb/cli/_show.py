@@ -1,0 +1,107 @@
+"""``show SESSION CHECKPOINT``: one checkpoint decoded through the storage's restricted loader."""
+
+from __future__ import annotations
+
+import json
+import pickle
+from typing import Any
+
+import click
+from agent_framework import WorkflowCheckpoint
+from rich.console import Console
+from rich.table import Table
+
+from ._connection import Connection
+from ._errors import run
+from ._options import scope_options
+
+__all__ = ["show"]
+
+EXECUTOR_STATE_KEY = "_executor_state"
+"""Where Agent Framework keeps each executor's state in ``WorkflowCheckpoint.state``."""
+
+
+def state_size(value: object) -> int:
+    """The bytes ``value`` pickles to (protocol 5, as the codec stores it); -1 if it does not pickle."""
+    try:
+        return len(pickle.dumps(value, protocol=5))
+    except Exception:  # a size is informative only: an unpicklable value is marked -1
+        return -1
+
+
+def checkpoint_summary(checkpoint: WorkflowCheckpoint) -> dict[str, Any]:
+    """What ``show`` reports of a checkpoint: never the state's or the messages' contents."""
+    executors: object = checkpoint.state.get(EXECUTOR_STATE_KEY, {})
+    executor_states: dict[str, int] = {}
+    if isinstance(executors, dict):
+        for executor_id, state in executors.items():  # pyright: ignore[reportUnknownVariableType]
+            executor_states[str(executor_id)] = state_size(state)  # pyright: ignore[reportUnknownArgumentType]
+    return {
+        "checkpoint_id": checkpoint.checkpoint_id,
+        "workflow_name": checkpoint.workflow_name,
+        "previous_checkpoint_id": checkpoint.previous_checkpoint_id,
+        "timestamp": checkpoint.timestamp,
+        "iteration_count": checkpoint.iteration_count,
+        "version": checkpoint.version,
+        "state_keys": sorted(key for key in checkpoint.state if key != EXECUTOR_STATE_KEY),
+        "executor_state_bytes": executor_states,
+        "pending_requests": {
+            request_id: type(event).__name__
+            for request_id, event in checkpoint.pending_request_info_events.items()
+        },
+        "message_counts": {source: len(messages) for source, messages in checkpoint.messages.items()},
+    }
+
+
+def print_summary(summary: dict[str, Any]) -> None:
+    console = Console(soft_wrap=True)
+    for field in ("checkpoint_id", "workflow_name", "previous_checkpoint_id", "timestamp", "iteration_count"):
+        console.print(f"{field}: {summary[field]}", markup=False, highlight=False)
+    console.print(f"state keys: {', '.join(summary['state_keys']) or '-'}", markup=False, highlight=False)
+    executors = Table("executor", "state bytes", title="Executors")
+    for executor_id, size in summary["executor_state_bytes"].items():
+        executors.add_row(executor_id, str(size))
+    console.print(executors)
+    pending = Table("request", "event", title="Pending requests")
+    for request_id, event in summary["pending_requests"].items():
+        pending.add_row(request_id, event)
+    console.print(pending)
+    messages = Table("source", "messages", title="Messages")
+    for source, count in summary["message_counts"].items():
+        messages.add_row(source, str(count))
+    console.print(messages)
+
+
+@click.command()
+@scope_options
+@click.option("--workflow", required=True, help="The run's workflow.")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@click.option("--raw", is_flag=True, help="Print the whole decoded checkpoint (its to_dict(), as JSON).")
+@click.argument("session")
+@click.argument("checkpoint_id")
+@click.pass_obj
+def show(  # noqa: PLR0917 - Click passes every option
+    connection: Connection,
+    tenant: str,
+    application: str | None,
+    workflow: str,
+    as_json: bool,
+    raw: bool,
+    session: str,
+    checkpoint_id: str,
+) -> None:
+    """Summarise checkpoint CHECKPOINT_ID of the run SESSION, loaded as a worker would load it."""
+
+    async def load() -> WorkflowCheckpoint:
+        async with connection.storage(
+            tenant=tenant, application=application, workflow=workflow, session=session
+        ) as storage:
+            return await storage.load(checkpoint_id)
+
+    checkpoint = run(load())
+    if raw:
+        click.echo(json.dumps(checkpoint.to_dict(), indent=2, default=repr))
+    elif as_json:
+        click.echo(json.dumps(checkpoint_summary(checkpoint), indent=2))
+    else:
+        print_summary(checkpoint_summary(checkpoint))

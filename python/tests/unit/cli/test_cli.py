@@ -1,0 +1,210 @@
+"""The command line end to end over the in-process engine: output, ``--json`` and exit codes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+from click.testing import CliRunner, Result
+
+from agent_framework_mongodb import MongoDBCheckpointStorage, ensure_checkpoint_indexes
+from agent_framework_mongodb.checkpoints.connection import DEFAULT_COLLECTION_NAME, DEFAULT_DATABASE_NAME
+from agent_framework_mongodb.cli import INSTALL_HINT
+from agent_framework_mongodb.cli._app import cli
+from agent_framework_mongodb.cli._connection import CliSettings
+from agent_framework_mongodb.testing import InMemoryCollection, InMemoryMongoClient
+
+from ..storage._support import APPLICATION, SESSION, TENANT, WORKFLOW, make_checkpoint, make_options
+
+
+class Engine:
+    """One in-process engine, injected into every command as its client."""
+
+    def __init__(self) -> None:
+        self.client = InMemoryMongoClient()
+        self.uris: list[str | None] = []
+
+    @property
+    def collection(self) -> InMemoryCollection:
+        return self.client[DEFAULT_DATABASE_NAME][DEFAULT_COLLECTION_NAME]
+
+    def factory(self, uri: str | None) -> Any:
+        self.uris.append(uri)
+        return self.client
+
+    def invoke(self, *args: str) -> Result:
+        return CliRunner().invoke(cli, list(args), obj=CliSettings(client_factory=self.factory))
+
+    def storage(self, **overrides: Any) -> MongoDBCheckpointStorage:
+        return MongoDBCheckpointStorage(self.collection, options=make_options(**overrides))
+
+
+def save_run(engine: Engine, count: int, *, pending: bool = False, **overrides: Any) -> list[str]:
+    storage = engine.storage(**overrides)
+
+    async def save_all() -> list[str]:
+        ids: list[str] = []
+        previous: str | None = None
+        for index in range(count):
+            checkpoint = make_checkpoint(
+                workflow_name=storage.options.workflow_name, previous=previous, state={"i": index}
+            )
+            if pending and index == count - 1:
+                checkpoint.pending_request_info_events = {"request-1": {"question": "approve?"}}  # type: ignore[dict-item]
+            ids.append(await storage.save(checkpoint))
+            previous = checkpoint.checkpoint_id
+        return ids
+
+    return asyncio.run(save_all())
+
+
+@pytest.fixture
+def engine() -> Engine:
+    return Engine()
+
+
+def test_indexes_ensure_then_validate(engine: Engine) -> None:
+    ensured = engine.invoke("--uri", "mongodb://example.invalid", "indexes", "ensure")
+    assert ensured.exit_code == 0, ensured.output
+    assert "ensured checkpoint_run_activity" in ensured.stdout
+    assert engine.uris == ["mongodb://example.invalid"]
+
+    validated = engine.invoke("indexes", "validate")
+    assert validated.exit_code == 0, validated.output
+    assert "match" in validated.stdout
+
+
+def test_indexes_validate_names_a_missing_index(engine: Engine) -> None:
+    result = engine.invoke("indexes", "validate")
+    assert result.exit_code == 1
+    assert "[index_missing]" in result.stderr or "index" in result.stderr
+    assert "checkpoint_" in result.stderr
+
+
+def test_indexes_validate_names_a_mismatched_index(engine: Engine) -> None:
+    async def provision() -> None:
+        await ensure_checkpoint_indexes(engine.collection)
+        await engine.collection.drop_index("checkpoint_run_activity")
+        await engine.collection.create_index([("unrelated", 1)], name="checkpoint_run_activity")
+
+    asyncio.run(provision())
+    result = engine.invoke("indexes", "validate")
+    assert result.exit_code == 1
+    assert "checkpoint_run_activity" in result.stderr
+
+
+def test_indexes_honour_database_and_collection(engine: Engine) -> None:
+    result = engine.invoke("--database", "other_db", "--collection", "other", "indexes", "ensure")
+    assert result.exit_code == 0, result.output
+    indexes = asyncio.run(engine.client["other_db"]["other"].index_information())
+    assert "checkpoint_run_activity" in indexes
+
+
+def test_runs_json_lists_the_tenants_runs_newest_first(engine: Engine) -> None:
+    save_run(engine, 2)
+    save_run(engine, 1, session_id="session-002", pending=True)
+    save_run(engine, 1, tenant_id="tenant-other")
+
+    result = engine.invoke("runs", "--tenant", TENANT, "--application", APPLICATION, "--json")
+    assert result.exit_code == 0, result.output
+    listed = json.loads(result.stdout)
+    assert [run["session_id"] for run in listed] == ["session-002", SESSION]
+    assert listed[0]["waiting_for_input"] is True
+    assert listed[1]["latest_sequence"] == 2
+    assert listed[1]["workflow_name"] == WORKFLOW
+
+
+def test_runs_filters_waiting_and_workflow(engine: Engine) -> None:
+    save_run(engine, 1)
+    save_run(engine, 1, session_id="session-002", pending=True)
+    save_run(engine, 1, workflow_name="other-flow", session_id="session-003")
+    scope = ("--tenant", TENANT, "--application", APPLICATION)
+
+    waiting = json.loads(engine.invoke("runs", *scope, "--waiting", "--json").stdout)
+    assert [run["session_id"] for run in waiting] == ["session-002"]
+    other = json.loads(engine.invoke("runs", *scope, "--workflow", "other-flow", "--json").stdout)
+    assert [run["session_id"] for run in other] == ["session-003"]
+    # Without the application, only runs stored without one are listed.
+    assert json.loads(engine.invoke("runs", "--tenant", TENANT, "--json").stdout) == []
+
+
+def test_runs_table(engine: Engine) -> None:
+    save_run(engine, 1, session_id="s1", pending=True)
+    result = engine.invoke("runs", "--tenant", TENANT, "--application", APPLICATION)
+    assert result.exit_code == 0, result.output
+    assert "workflow" in result.stdout
+    assert "s1" in result.stdout
+    assert "yes" in result.stdout
+
+
+def test_runs_requires_a_tenant(engine: Engine) -> None:
+    result = engine.invoke("runs")
+    assert result.exit_code == 2
+    assert "--tenant" in result.stderr
+
+
+def test_a_configuration_error_is_reported_by_category(engine: Engine) -> None:
+    result = engine.invoke("runs", "--tenant", " padded ")
+    assert result.exit_code == 1
+    assert "[configuration]" in result.stderr
+
+
+def test_clear_deletes_only_that_run(engine: Engine) -> None:
+    save_run(engine, 3)
+    save_run(engine, 1, session_id="session-002")
+    scope = ("--tenant", TENANT, "--application", APPLICATION)
+
+    result = engine.invoke("clear", *scope, "--workflow", WORKFLOW, SESSION)
+    assert result.exit_code == 0, result.output
+    assert "3 checkpoint(s), 1 counter(s)" in result.stdout
+    remaining = json.loads(engine.invoke("runs", *scope, "--json").stdout)
+    assert [run["session_id"] for run in remaining] == ["session-002"]
+
+
+def test_clear_requires_the_workflow(engine: Engine) -> None:
+    result = engine.invoke("clear", "--tenant", TENANT, SESSION)
+    assert result.exit_code == 2
+    assert "--workflow" in result.stderr
+
+
+def test_without_a_uri_the_default_client_refuses(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("MONGODB_URI", raising=False)
+    result = CliRunner().invoke(cli, ["indexes", "validate"])
+    assert result.exit_code == 2
+    assert "MONGODB_URI" in result.stderr
+
+
+def test_an_invalid_uri_is_not_echoed() -> None:
+    result = CliRunner().invoke(cli, ["--uri", "mongodb://user:secret@host:99999", "indexes", "validate"])
+    assert result.exit_code == 1
+    assert "secret" not in result.output
+    assert "[configuration]" in result.stderr
+
+
+def test_module_entry_point_prints_help() -> None:
+    completed = subprocess.run(
+        [sys.executable, "-m", "agent_framework_mongodb", "--help"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert completed.returncode == 0
+    assert "indexes" in completed.stdout
+
+
+def test_without_the_extra_the_command_says_how_to_install_it() -> None:
+    # Block Click's import as if the extra were not installed.
+    code = (
+        "import sys; sys.modules['click'] = None\n"
+        "from agent_framework_mongodb.cli import main\n"
+        "main(['--help'])\n"
+    )
+    completed = subprocess.run(  # noqa: S603 - the test's own interpreter and code
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False
+    )
+    assert completed.returncode == 2
+    assert INSTALL_HINT in completed.stderr
