@@ -21,7 +21,7 @@ from ._collection import InMemoryCollection
 from ._collection_base import unsupported
 from ._errors import command_error
 from ._faults import FaultPlan, HeldOperation
-from ._options import ReadPreferenceMode, Settings, client_settings
+from ._options import ReadPreferenceMode, SettingsCarrier, client_settings
 from ._state import CollectionState
 from ._timeouts import current_deadline
 
@@ -47,7 +47,7 @@ def _system_clock() -> datetime:
     return datetime.now(timezone.utc)
 
 
-class InMemoryDatabase:
+class InMemoryDatabase(SettingsCarrier):
     """A database of an :class:`InMemoryMongoClient`; duck-types ``AsyncDatabase``.
 
     Like pymongo's, a database object carries codec options, read preference, write concern and
@@ -76,26 +76,6 @@ class InMemoryDatabase:
     @property
     def client(self) -> InMemoryMongoClient:
         return self._client
-
-    @property
-    def settings(self) -> Settings:
-        return self._settings
-
-    @property
-    def codec_options(self) -> CodecOptions[Any]:
-        return self._settings.codec_options
-
-    @property
-    def read_preference(self) -> ReadPreferenceMode:
-        return self._settings.read_preference
-
-    @property
-    def write_concern(self) -> WriteConcern:
-        return self._settings.write_concern
-
-    @property
-    def read_concern(self) -> ReadConcern:
-        return self._settings.read_concern
 
     @property
     def backend(self) -> Any:
@@ -245,7 +225,7 @@ class InMemoryDatabase:
         self.get_collection(name if isinstance(name, str) else name.name).reset()
 
 
-class InMemoryMongoClient:
+class InMemoryMongoClient(SettingsCarrier):
     """An in-process stand-in for ``pymongo.AsyncMongoClient`` (see DIVERGENCES.md).
 
     ``host``, ``port`` and most keyword options are accepted and ignored. Modelled: ``tz_aware``
@@ -274,26 +254,6 @@ class InMemoryMongoClient:
         self._closed = False
         self._databases: dict[str, InMemoryDatabase] = {}
         self._states: dict[tuple[str, str], CollectionState] = {}
-
-    @property
-    def settings(self) -> Settings:
-        return self._settings
-
-    @property
-    def codec_options(self) -> CodecOptions[Any]:
-        return self._settings.codec_options
-
-    @property
-    def read_preference(self) -> ReadPreferenceMode:
-        return self._settings.read_preference
-
-    @property
-    def write_concern(self) -> WriteConcern:
-        return self._settings.write_concern
-
-    @property
-    def read_concern(self) -> ReadConcern:
-        return self._settings.read_concern
 
     def collection_state(self, database: str, name: str) -> CollectionState:
         """The state every view of ``database.name`` shares, made on first use."""

@@ -20,7 +20,7 @@ from ._collation import check_collation, collation_document
 from ._cursor import InMemoryCommandCursor, normalize_sort
 from ._errors import command_error, duplicate_command_error, duplicate_write_error, write_error
 from ._faults import HeldOperation
-from ._options import ReadPreferenceMode, Settings
+from ._options import ReadPreferenceMode, SettingsCarrier
 from ._updates import compute_post_image, validate_update
 
 if TYPE_CHECKING:
@@ -47,7 +47,7 @@ def unsupported(**options: Any) -> None:
             raise NotImplementedError(f"InMemoryCollection does not simulate {option!r} (DIVERGENCES.md)")
 
 
-class CollectionBase:
+class CollectionBase(SettingsCarrier):
     """A view of one collection: its own settings over the namespace's shared state."""
 
     def __init__(
@@ -76,29 +76,6 @@ class CollectionBase:
     @property
     def database(self) -> InMemoryDatabase:
         return self._database
-
-    @property
-    def settings(self) -> Settings:
-        """This view's codec options, read preference, write concern and read concern."""
-        return self._settings
-
-    @property
-    def codec_options(self) -> CodecOptions[Any]:
-        return self._settings.codec_options
-
-    @property
-    def read_preference(self) -> ReadPreferenceMode:
-        """Kept and reported; reads ignore it, as there is one node (DIVERGENCES.md)."""
-        return self._settings.read_preference
-
-    @property
-    def write_concern(self) -> WriteConcern:
-        return self._settings.write_concern
-
-    @property
-    def read_concern(self) -> ReadConcern:
-        """Kept and reported; every read sees the latest write, whatever the level (DIVERGENCES.md)."""
-        return self._settings.read_concern
 
     def __repr__(self) -> str:
         return f"InMemoryCollection({self._database!r}, {self._name!r})"

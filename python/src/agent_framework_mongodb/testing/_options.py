@@ -64,6 +64,37 @@ class Settings:
         )
 
 
+class SettingsCarrier:
+    """The four settings as properties, for the client, database and collection objects.
+
+    A collection's read preference and read concern are kept and reported; reads ignore both, as
+    there is one node and every read sees the latest write (DIVERGENCES.md).
+    """
+
+    _settings: Settings
+
+    @property
+    def settings(self) -> Settings:
+        """This object's codec options, read preference, write concern and read concern."""
+        return self._settings
+
+    @property
+    def codec_options(self) -> CodecOptions[Any]:
+        return self._settings.codec_options
+
+    @property
+    def read_preference(self) -> ReadPreferenceMode:
+        return self._settings.read_preference
+
+    @property
+    def write_concern(self) -> WriteConcern:
+        return self._settings.write_concern
+
+    @property
+    def read_concern(self) -> ReadConcern:
+        return self._settings.read_concern
+
+
 @dataclass(frozen=True)
 class ClientSettings:
     """What an ``InMemoryMongoClient``'s keyword options configure."""
