@@ -272,6 +272,10 @@ async def _round_trips() -> list[tuple[str, str]]:
             lambda: storage.list_checkpoint_page(workflow_name=workflow, limit=PAGE_ITEMS),
         ),
         ("list_checkpoint_ids", lambda: storage.list_checkpoint_ids(workflow_name=workflow)),
+        (
+            "list_checkpoint_summaries",
+            lambda: storage.list_checkpoint_summaries(workflow_name=workflow, limit=PAGE_ITEMS),
+        ),
         ("list_runs", lambda: storage.list_runs(limit=PAGE_ITEMS)),
         ("delete", lambda: storage.delete(chain[0].checkpoint_id)),
         ("save, keep_last=2 (prunes on every number)", lambda: pruning.save(chain[4])),

@@ -31,7 +31,14 @@ from ..errors import (
 )
 from .options import MongoDBCheckpointStorageOptions
 from .provisioning import ensure_checkpoint_indexes, validate_checkpoint_indexes
-from .results import MongoDBCheckpointClearResult, MongoDBCheckpointPage, MongoDBRunPage, MongoDBRunSummary
+from .results import (
+    MongoDBCheckpointClearResult,
+    MongoDBCheckpointPage,
+    MongoDBCheckpointSummary,
+    MongoDBCheckpointSummaryPage,
+    MongoDBRunPage,
+    MongoDBRunSummary,
+)
 from .storage import MongoDBCheckpointStorage
 from .strict import MongoDBStrictSaveFailure
 
@@ -43,6 +50,8 @@ __all__ = [
     "MongoDBCheckpointPage",
     "MongoDBCheckpointStorage",
     "MongoDBCheckpointStorageOptions",
+    "MongoDBCheckpointSummary",
+    "MongoDBCheckpointSummaryPage",
     "MongoDBConcurrencyError",
     "MongoDBConfigurationError",
     "MongoDBIndexError",

@@ -31,6 +31,7 @@ __all__ = [
     "FRAMEWORK_VERSION",
     "MAX_DOCUMENT_BYTES",
     "MAX_SEQUENCE",
+    "PAYLOAD_BYTES_FIELD",
     "PAYLOAD_PROJECTION",
     "SCHEMA_VERSION",
     "SUPPORTED_PAYLOAD_VERSIONS",
@@ -52,6 +53,9 @@ MAX_DOCUMENT_BYTES: Final = 16 * 1024 * 1024
 
 PAYLOAD_FIELD: Final = "checkpoint"
 SIGNATURE_FIELD: Final = "payload_signature"
+PAYLOAD_BYTES_FIELD: Final = "payload_bytes"
+"""The payload's length, recorded at save so a listing can report it without fetching the payload.
+Informational: neither the checksum nor a signature covers it, and no load reads it."""
 
 PAYLOAD_PROJECTION: Final[Mapping[str, int]] = {
     "_id": 0,
@@ -137,6 +141,7 @@ def prepare_checkpoint(
         "created_at": created_at,
         "payload_hash": encoded.payload_hash,
         "payload_checksum": encoded.payload_checksum,
+        PAYLOAD_BYTES_FIELD: Int64(len(encoded.payload)),
     }
     if expires_at is not None:
         envelope["expires_at"] = expires_at

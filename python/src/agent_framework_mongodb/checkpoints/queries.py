@@ -12,12 +12,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from .documents import PAYLOAD_PROJECTION
+from .documents import PAYLOAD_BYTES_FIELD, PAYLOAD_PROJECTION
 from .paging import RunPosition
 from .scope import CHECKPOINT_KIND, COUNTER_KIND, RunListing, RunScope
 
 __all__ = [
     "ASCENDING_SEQUENCE",
+    "CHECKPOINT_SUMMARY_PROJECTION",
     "DESCENDING_SEQUENCE",
     "IDEMPOTENCY_PROJECTION",
     "ID_PROJECTION",
@@ -39,6 +40,17 @@ DESCENDING_SEQUENCE: Final = [("sequence", -1)]
 
 ID_PROJECTION: Final[Mapping[str, int]] = {"_id": 0, "checkpoint_id": 1, "sequence": 1}
 """``list_checkpoint_ids`` never fetches payloads."""
+
+CHECKPOINT_SUMMARY_PROJECTION: Final[Mapping[str, int]] = {
+    "_id": 0,
+    "checkpoint_id": 1,
+    "sequence": 1,
+    "parent_checkpoint_id": 1,
+    "created_at": 1,
+    "expires_at": 1,
+    PAYLOAD_BYTES_FIELD: 1,
+}
+"""``list_checkpoint_summaries`` reads envelopes; the payload stays on the server."""
 
 RUN_ACTIVITY_SORT: Final = [("allocated_at", -1), ("_id", -1)]
 """Newest activity first; the counter ``_id`` breaks ties, so the order is total."""

@@ -7,7 +7,14 @@ from datetime import datetime
 
 from agent_framework import WorkflowCheckpoint
 
-__all__ = ["MongoDBCheckpointClearResult", "MongoDBCheckpointPage", "MongoDBRunPage", "MongoDBRunSummary"]
+__all__ = [
+    "MongoDBCheckpointClearResult",
+    "MongoDBCheckpointPage",
+    "MongoDBCheckpointSummary",
+    "MongoDBCheckpointSummaryPage",
+    "MongoDBRunPage",
+    "MongoDBRunSummary",
+]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -21,6 +28,46 @@ class MongoDBCheckpointPage:
     """
 
     checkpoints: tuple[WorkflowCheckpoint, ...]
+    next_cursor: str | None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class MongoDBCheckpointSummary:
+    """One stored checkpoint as ``list_checkpoint_summaries`` reports it, from its envelope alone.
+
+    Nothing here comes from the payload, which is never fetched or decoded.
+
+    Attributes:
+        checkpoint_id: The checkpoint's id; ``load(checkpoint_id)`` restores it.
+        sequence: Its place in the run: greater for a later save.
+        parent_checkpoint_id: The checkpoint it continues (``previous_checkpoint_id``), if any.
+        created_at: When the storage built its document, just before the save's first round
+            trip (UTC, millisecond precision).
+        expires_at: When MongoDB's TTL monitor may remove it (UTC); ``None`` for a permanent one.
+        payload_bytes: The size of its stored payload, as the save recorded it; ``None`` for a
+            checkpoint saved before the storage recorded sizes.
+    """
+
+    checkpoint_id: str
+    sequence: int
+    parent_checkpoint_id: str | None
+    created_at: datetime
+    expires_at: datetime | None
+    payload_bytes: int | None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class MongoDBCheckpointSummaryPage:
+    """One bounded page of a run's checkpoint summaries, in ``(sequence, checkpoint_id)`` order.
+
+    Attributes:
+        checkpoints: At most the requested ``limit`` summaries.
+        next_cursor: Pass to ``list_checkpoint_summaries`` (or ``list_checkpoint_page``: the two
+            walk the same order with the same cursors) for the next page; ``None`` when this page
+            was not full. A full page always has a cursor, whose page may be empty.
+    """
+
+    checkpoints: tuple[MongoDBCheckpointSummary, ...]
     next_cursor: str | None
 
 

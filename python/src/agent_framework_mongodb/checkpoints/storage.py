@@ -13,7 +13,6 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import AsyncIterator, Generator, Mapping
 from contextlib import contextmanager
-from datetime import datetime, timezone
 from types import TracebackType
 from typing import Any, Final
 
@@ -66,6 +65,7 @@ from .paging import (
 from .provisioning import check_indexes, create_indexes
 from .queries import (
     ASCENDING_SEQUENCE,
+    CHECKPOINT_SUMMARY_PROJECTION,
     DESCENDING_SEQUENCE,
     ID_PROJECTION,
     IDEMPOTENCY_PROJECTION,
@@ -79,11 +79,23 @@ from .queries import (
     run_filter,
     run_listing_filter,
 )
-from .results import MongoDBCheckpointClearResult, MongoDBCheckpointPage, MongoDBRunPage, MongoDBRunSummary
+from .results import (
+    MongoDBCheckpointClearResult,
+    MongoDBCheckpointPage,
+    MongoDBCheckpointSummaryPage,
+    MongoDBRunPage,
+)
 from .retention import is_prune_due, prune_run
 from .scope import RunListing, RunScope
 from .sequences import RunActivity, allocate_sequence, sequence_of
 from .strict import escalated_save_failures
+from .summaries import (
+    checkpoint_id_of,
+    checkpoint_summary_of,
+    page_position_of,
+    run_position_of,
+    run_summary_of,
+)
 
 __all__ = ["MongoDBCheckpointStorage"]
 
@@ -327,7 +339,7 @@ class MongoDBCheckpointStorage(CheckpointStorage):
             self._require_workflow(workflow_name)
             ids: list[CheckpointID] = []
             async for page in self._pages(ID_PROJECTION, limit=self._options.max_page_size):
-                ids.extend(_checkpoint_id_of(document) for document in page)
+                ids.extend(checkpoint_id_of(document) for document in page)
             record.result_count = len(ids)
             return ids
 
@@ -355,6 +367,26 @@ class MongoDBCheckpointStorage(CheckpointStorage):
             record.result_count = len(checkpoints)
             return MongoDBCheckpointPage(checkpoints, self._next_cursor(documents, size))
 
+    async def list_checkpoint_summaries(
+        self, *, workflow_name: str, cursor: str | None = None, limit: int | None = None
+    ) -> MongoDBCheckpointSummaryPage:
+        """One page of the bound run's checkpoints as summaries: envelopes only, no payload is fetched.
+
+        The order, limits and cursors are ``list_checkpoint_page``'s, and a cursor of either method
+        continues the other (same run, same order). See ``MongoDBCheckpointSummary``.
+
+        Raises:
+            MongoDBConfigurationError: The workflow, cursor or limit is not valid here.
+        """
+        with self._operation("list_checkpoint_summaries") as record:
+            self._require_workflow(workflow_name)
+            size = resolve_limit(limit, self._options)
+            after = None if cursor is None else decode_cursor(self._scope, cursor)
+            documents = await self._fetch_page(CHECKPOINT_SUMMARY_PROJECTION, after=after, limit=size)
+            summaries = tuple(checkpoint_summary_of(document) for document in documents)
+            record.result_count = len(summaries)
+            return MongoDBCheckpointSummaryPage(summaries, self._next_cursor(documents, size))
+
     async def list_runs(
         self, *, workflow_name: str | None = None, cursor: str | None = None, limit: int | None = None
     ) -> MongoDBRunPage:
@@ -380,7 +412,7 @@ class MongoDBCheckpointStorage(CheckpointStorage):
             size = resolve_limit(limit, self._options)
             after = None if cursor is None else decode_run_cursor(listing, cursor)
             documents = await self._fetch_runs(listing, after=after, limit=size)
-            runs = tuple(_summary_of(document) for document in documents)
+            runs = tuple(run_summary_of(document) for document in documents)
             record.result_count = len(runs)
             return MongoDBRunPage(runs, _next_run_cursor(listing, documents, size))
 
@@ -659,7 +691,7 @@ class MongoDBCheckpointStorage(CheckpointStorage):
         after: PagePosition | None = None
         while True:
             documents = await self._fetch_page(projection, after=after, limit=limit)
-            following = _position_of(documents[-1]) if len(documents) == limit else None
+            following = page_position_of(documents[-1]) if len(documents) == limit else None
             yield documents
             documents.clear()
             if following is None:
@@ -669,7 +701,7 @@ class MongoDBCheckpointStorage(CheckpointStorage):
     def _next_cursor(self, documents: list[Document], limit: int) -> str | None:
         if len(documents) < limit:
             return None
-        return encode_cursor(self._scope, _position_of(documents[-1]))
+        return encode_cursor(self._scope, page_position_of(documents[-1]))
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -695,58 +727,10 @@ def _require_checkpoint_id(checkpoint_id: object) -> str:
     return validate_identifier("checkpoint_id", checkpoint_id)
 
 
-def _checkpoint_id_of(document: Mapping[str, Any]) -> str:
-    checkpoint_id = document.get("checkpoint_id")
-    if not isinstance(checkpoint_id, str):
-        raise MongoDBMappingError("A stored checkpoint document has no checkpoint_id.")
-    return checkpoint_id
-
-
-def _position_of(document: Mapping[str, Any]) -> PagePosition:
-    sequence = document.get("sequence")
-    if isinstance(sequence, bool) or not isinstance(sequence, int):
-        raise MongoDBMappingError("A stored checkpoint document has no sequence.")
-    return PagePosition(sequence, _checkpoint_id_of(document))
-
-
-def _summary_of(document: Mapping[str, Any]) -> MongoDBRunSummary:
-    match document:
-        case {
-            "workflow_name": str() as workflow_name,
-            "session_id": str() as session_id,
-            "sequence": int() as sequence,
-            "allocated_at": datetime() as allocated_at,
-        } if not isinstance(sequence, bool):
-            pass
-        case _:
-            raise MongoDBMappingError("A stored run counter document is not a run summary.")
-    latest = document.get("latest_checkpoint_id")
-    allocations = document.get("allocations")
-    return MongoDBRunSummary(
-        workflow_name=workflow_name,
-        session_id=session_id,
-        latest_checkpoint_id=latest if isinstance(latest, str) else None,
-        latest_sequence=sequence,
-        checkpoint_count=allocations if type(allocations) is int else sequence,
-        updated_at=allocated_at
-        if allocated_at.tzinfo is not None
-        else allocated_at.replace(tzinfo=timezone.utc),
-        waiting_for_input=document.get("waiting_for_input") is True,
-    )
-
-
 def _next_run_cursor(listing: RunListing, documents: list[Document], limit: int) -> str | None:
     if len(documents) < limit:
         return None
-    return encode_run_cursor(listing, _run_position_of(documents[-1]))
-
-
-def _run_position_of(document: Mapping[str, Any]) -> RunPosition:
-    allocated_at = document.get("allocated_at")
-    counter_id = document.get("_id")
-    if not isinstance(allocated_at, datetime) or not isinstance(counter_id, str):
-        raise MongoDBMappingError("A stored run counter document has no allocation time or id.")
-    return RunPosition(allocated_at, counter_id)
+    return encode_run_cursor(listing, run_position_of(documents[-1]))
 
 
 def _require_options(options: object) -> None:

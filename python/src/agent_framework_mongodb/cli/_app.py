@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from ..checkpoints.connection import DEFAULT_COLLECTION_NAME, DEFAULT_DATABASE_NAME
+from ._checkpoints import checkpoints
 from ._clear import clear
 from ._connection import CliSettings, Connection, default_client
 from ._indexes import indexes
@@ -36,6 +37,7 @@ def cli(context: click.Context, uri: str | None, database: str, collection: str)
 
 cli.add_command(indexes)
 cli.add_command(runs)
+cli.add_command(checkpoints)
 cli.add_command(show)
 cli.add_command(clear)
 cli.add_command(prune)

@@ -6,6 +6,7 @@ import asyncio
 import json
 import subprocess
 import sys
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -151,6 +152,62 @@ def test_a_configuration_error_is_reported_by_category(engine: Engine) -> None:
     result = engine.invoke("runs", "--tenant", " padded ")
     assert result.exit_code == 1
     assert "[configuration]" in result.stderr
+
+
+def test_checkpoints_json_lists_the_runs_envelopes_in_order(engine: Engine) -> None:
+    ids = save_run(engine, 3, ttl=timedelta(days=1))
+    save_run(engine, 2, session_id="session-002")
+    scope = ("--tenant", TENANT, "--application", APPLICATION, "--workflow", WORKFLOW)
+
+    result = engine.invoke("checkpoints", *scope, "--json", SESSION)
+
+    assert result.exit_code == 0, result.output
+    listed = json.loads(result.stdout)
+    assert [entry["checkpoint_id"] for entry in listed] == ids
+    assert [entry["parent_checkpoint_id"] for entry in listed] == [None, *ids[:-1]]
+    assert [entry["sequence"] for entry in listed] == [1, 2, 3]
+    for entry in listed:
+        created = datetime.fromisoformat(entry["created_at"])
+        assert datetime.fromisoformat(entry["expires_at"]) == created + timedelta(days=1)
+        assert isinstance(entry["payload_bytes"], int)
+        assert entry["payload_bytes"] > 0
+
+
+def test_checkpoints_pages_through_a_long_run(engine: Engine) -> None:
+    ids = save_run(engine, 7, max_page_size=3, page_size=2)
+    scope = ("--tenant", TENANT, "--application", APPLICATION, "--workflow", WORKFLOW)
+
+    # The command's storage has default page sizes; what it must not do is stop after one page.
+    listed = json.loads(engine.invoke("checkpoints", *scope, "--json", SESSION).stdout)
+
+    assert [entry["checkpoint_id"] for entry in listed] == ids
+
+
+def test_checkpoints_table_and_an_empty_run(engine: Engine) -> None:
+    (checkpoint_id,) = save_run(engine, 1)
+    scope = ("--tenant", TENANT, "--application", APPLICATION, "--workflow", WORKFLOW)
+
+    table = engine.invoke("checkpoints", *scope, SESSION)
+    empty = engine.invoke("checkpoints", *scope, "session-none")
+
+    assert table.exit_code == 0, table.output
+    assert "payload bytes" in table.stdout
+    # The id column's cells, read down the table: an id folds onto further lines, never cut short.
+    cells = [line.split("│")[2].strip() for line in table.stdout.splitlines() if line.startswith("│")]
+    assert "".join(cells) == checkpoint_id
+    assert empty.exit_code == 0, empty.output
+    assert "No checkpoints are stored" in empty.stdout
+    assert json.loads(engine.invoke("checkpoints", *scope, "--json", "session-none").stdout) == []
+
+
+def test_checkpoints_requires_the_workflow_and_reports_errors_by_category(engine: Engine) -> None:
+    missing = engine.invoke("checkpoints", "--tenant", TENANT, SESSION)
+    invalid = engine.invoke("checkpoints", "--tenant", TENANT, "--workflow", WORKFLOW, " padded ")
+
+    assert missing.exit_code == 2
+    assert "--workflow" in missing.stderr
+    assert invalid.exit_code == 1
+    assert "[configuration]" in invalid.stderr
 
 
 def test_clear_deletes_only_that_run(engine: Engine) -> None:

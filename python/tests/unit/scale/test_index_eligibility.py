@@ -49,6 +49,7 @@ QUERYING_OPERATIONS = frozenset(
         "get_latest",
         "list_checkpoint_ids",
         "list_checkpoint_page",
+        "list_checkpoint_summaries",
         "clear_run",
         "list_runs",
     }
@@ -186,6 +187,9 @@ async def capture() -> tuple[list[Shape], list[Index], RecordingCollection]:
     proxy.operation = "list_checkpoint_page"
     first = await storage.list_checkpoint_page(workflow_name=WORKFLOW)
     await storage.list_checkpoint_page(workflow_name=WORKFLOW, cursor=first.next_cursor, limit=3)
+    proxy.operation = "list_checkpoint_summaries"
+    summaries = await storage.list_checkpoint_summaries(workflow_name=WORKFLOW, limit=2)
+    await storage.list_checkpoint_summaries(workflow_name=WORKFLOW, cursor=summaries.next_cursor)
     proxy.operation = "save"
     for session in ("run-2", "run-3"):
         await storage.for_session(session).save(_checkpoint(f"{session}-cp"))

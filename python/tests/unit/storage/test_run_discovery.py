@@ -6,6 +6,7 @@ import asyncio
 from datetime import timedelta
 
 import pytest
+from bson.int64 import Int64
 
 from agent_framework_mongodb import MongoDBCheckpointStorage
 from agent_framework_mongodb.checkpoints.queries import RUN_SUMMARY_PROJECTION
@@ -265,3 +266,22 @@ async def test_each_page_costs_one_round_trip_and_reads_no_payload(
     assert len(proxy.trip_names) == 1
     (call,) = [call for call in proxy.calls if call.name == "find"]
     assert call.args[1] == RUN_SUMMARY_PROJECTION, "counter fields only, never a payload"
+
+
+@pytest.mark.parametrize("width", [int, Int64])
+async def test_counts_read_the_same_at_either_bson_integer_width(
+    collection: InMemoryCollection, storage: MongoDBCheckpointStorage, width: type[int]
+) -> None:
+    # The server may store the counter's numbers as int32 or int64; pymongo returns Int64 for the
+    # latter. Neither must change what a summary reports.
+    await save_chain(storage, 2)
+    scope = scope_of(storage)
+    await collection.update_one(
+        {"_id": scope.counter_document_id}, {"$set": {"allocations": width(7), "sequence": width(2)}}
+    )
+
+    (run,) = (await storage.list_runs()).runs
+
+    assert run.checkpoint_count == 7
+    assert run.latest_sequence == 2
+    assert type(run.checkpoint_count) is int

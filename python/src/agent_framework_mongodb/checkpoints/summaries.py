@@ -1,0 +1,108 @@
+"""What listings read off stored documents: ids, page positions and summaries, never a payload.
+
+Each reader checks the fields it needs and raises ``MongoDBMappingError`` for a document that
+lacks them, so a damaged or foreign document fails loudly instead of being listed on a guess.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime, timezone
+from typing import Any
+
+from ..errors import MongoDBMappingError
+from .paging import PagePosition, RunPosition
+from .results import MongoDBCheckpointSummary, MongoDBRunSummary
+
+__all__ = [
+    "checkpoint_id_of",
+    "checkpoint_summary_of",
+    "page_position_of",
+    "run_position_of",
+    "run_summary_of",
+]
+
+
+def checkpoint_id_of(document: Mapping[str, Any]) -> str:
+    """A checkpoint document's ``checkpoint_id``."""
+    checkpoint_id = document.get("checkpoint_id")
+    if not isinstance(checkpoint_id, str):
+        raise MongoDBMappingError("A stored checkpoint document has no checkpoint_id.")
+    return checkpoint_id
+
+
+def page_position_of(document: Mapping[str, Any]) -> PagePosition:
+    """Where a page that ended with this checkpoint document continues."""
+    return PagePosition(_sequence_of(document), checkpoint_id_of(document))
+
+
+def checkpoint_summary_of(document: Mapping[str, Any]) -> MongoDBCheckpointSummary:
+    """A checkpoint document's envelope as a summary (``CHECKPOINT_SUMMARY_PROJECTION``)."""
+    created_at = document.get("created_at")
+    expires_at = document.get("expires_at")
+    parent = document.get("parent_checkpoint_id")
+    size = document.get("payload_bytes")
+    if not isinstance(created_at, datetime) or not (expires_at is None or isinstance(expires_at, datetime)):
+        raise MongoDBMappingError("A stored checkpoint document has no creation time, or an invalid expiry.")
+    return MongoDBCheckpointSummary(
+        checkpoint_id=checkpoint_id_of(document),
+        sequence=_sequence_of(document),
+        parent_checkpoint_id=parent if isinstance(parent, str) else None,
+        created_at=_utc(created_at),
+        expires_at=None if expires_at is None else _utc(expires_at),
+        payload_bytes=_count(size),
+    )
+
+
+def run_summary_of(document: Mapping[str, Any]) -> MongoDBRunSummary:
+    """A run counter document as a summary (``RUN_SUMMARY_PROJECTION``)."""
+    match document:
+        case {
+            "workflow_name": str() as workflow_name,
+            "session_id": str() as session_id,
+            "sequence": int() as sequence,
+            "allocated_at": datetime() as allocated_at,
+        } if not isinstance(sequence, bool):
+            pass
+        case _:
+            raise MongoDBMappingError("A stored run counter document is not a run summary.")
+    latest = document.get("latest_checkpoint_id")
+    allocations = _count(document.get("allocations"))
+    return MongoDBRunSummary(
+        workflow_name=workflow_name,
+        session_id=session_id,
+        latest_checkpoint_id=latest if isinstance(latest, str) else None,
+        latest_sequence=sequence,
+        checkpoint_count=sequence if allocations is None else allocations,
+        updated_at=_utc(allocated_at),
+        waiting_for_input=document.get("waiting_for_input") is True,
+    )
+
+
+def run_position_of(document: Mapping[str, Any]) -> RunPosition:
+    """Where a run page that ended with this counter document continues."""
+    allocated_at = document.get("allocated_at")
+    counter_id = document.get("_id")
+    if not isinstance(allocated_at, datetime) or not isinstance(counter_id, str):
+        raise MongoDBMappingError("A stored run counter document has no allocation time or id.")
+    return RunPosition(allocated_at, counter_id)
+
+
+def _sequence_of(document: Mapping[str, Any]) -> int:
+    sequence = document.get("sequence")
+    if isinstance(sequence, bool) or not isinstance(sequence, int):
+        raise MongoDBMappingError("A stored checkpoint document has no sequence.")
+    return sequence
+
+
+def _count(value: object) -> int | None:
+    # Counts come back as int or bson's Int64 (an int subclass) depending on their BSON width,
+    # which the server chooses; a bool is not a count.
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return int(value)
+    return None
+
+
+def _utc(moment: datetime) -> datetime:
+    # A client without tz_aware returns naive UTC datetimes; summaries are always aware UTC.
+    return moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment.astimezone(timezone.utc)
