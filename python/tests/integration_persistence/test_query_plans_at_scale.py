@@ -16,18 +16,23 @@ import pytest
 from bson.int64 import Int64
 
 from agent_framework_mongodb import MongoDBCheckpointStorage
-from agent_framework_mongodb.checkpoints.indexes import SEQUENCE_INDEX
+from agent_framework_mongodb.checkpoints.indexes import RUN_ACTIVITY_INDEX, SEQUENCE_INDEX
+from agent_framework_mongodb.checkpoints.paging import RunPosition
 from agent_framework_mongodb.checkpoints.queries import (
     ASCENDING_SEQUENCE,
+    CHECKPOINT_SUMMARY_PROJECTION,
     DESCENDING_SEQUENCE,
     ID_PROJECTION,
     PAYLOAD_PROJECTION,
+    RUN_ACTIVITY_SORT,
+    RUN_SUMMARY_PROJECTION,
     SEQUENCE_PROJECTION,
     checkpoint_filter,
     page_filter,
     run_filter,
+    run_listing_filter,
 )
-from agent_framework_mongodb.checkpoints.scope import CHECKPOINT_KIND, RunScope
+from agent_framework_mongodb.checkpoints.scope import CHECKPOINT_KIND, COUNTER_KIND, RunListing, RunScope
 
 from ._support import (
     WORKFLOW,
@@ -47,6 +52,7 @@ RUNS = 100
 PER_RUN = 100
 PAGE = 25
 RUN_UNDER_TEST = "crowd-42"
+LISTED_RUNS = 30
 
 
 def _scope(storage: MongoDBCheckpointStorage) -> RunScope:
@@ -117,7 +123,7 @@ async def test_every_query_shape_is_bounded_by_its_page_not_the_collection(serve
 
     # Pages, first and after a cursor position, with payloads and id-only.
     for after in (None, 40, PER_RUN - 5):
-        for projection in (PAYLOAD_PROJECTION, ID_PROJECTION):
+        for projection in (PAYLOAD_PROJECTION, ID_PROJECTION, CHECKPOINT_SUMMARY_PROJECTION):
             page = await server.explain(
                 find_command(
                     name,
@@ -152,3 +158,35 @@ async def test_every_query_shape_is_bounded_by_its_page_not_the_collection(serve
         *(f"crowd-42-{sequence:04d}" for sequence in range(1, PER_RUN + 1)),
         "crowd-42-extra",
     ]
+
+
+async def test_run_pages_walk_the_activity_index_and_read_only_what_they_return(server: MongoTarget) -> None:
+    """``list_runs``: counters only, on ``checkpoint_run_activity``, bounded by the page."""
+    storage = await _crowd(server)
+    for run in range(LISTED_RUNS):  # real saves: each writes its run's counter and summary
+        await storage.for_session(f"listed-{run}").save(checkpoint(f"listed-{run}-cp"))
+    name = server.collection_name
+    listing = RunListing.of(_scope(storage), None)
+    newest = await server.collection.find_one(
+        {"_kind": COUNTER_KIND, "tenant_id": listing.tenant_id}, sort=RUN_ACTIVITY_SORT
+    )
+    assert newest is not None
+    after = RunPosition(newest["allocated_at"], newest["_id"])
+
+    for position in (None, after):
+        for workflow in (None, WORKFLOW):
+            query = run_listing_filter(RunListing.of(_scope(storage), workflow), position)
+            page = await server.explain(
+                find_command(
+                    name, query, RUN_SUMMARY_PROJECTION, sort=RUN_ACTIVITY_SORT, limit=PAGE, single=False
+                )
+            )
+            stages = winning_plan_stages(page)
+            names = stage_names(stages)
+            assert "SORT" not in names, f"in-memory SORT in {names}"
+            assert "COLLSCAN" not in names, f"collection scan in {names}"
+            assert [scan.get("indexName") for scan in index_scans(stages)] == [RUN_ACTIVITY_INDEX.name], names
+            keys, docs, returned = _stats(page)
+            assert returned == PAGE
+            assert docs == returned, "the partial index holds counters only: no checkpoint is examined"
+            assert keys <= returned + 2, f"{keys} keys examined for a page of {returned}"
