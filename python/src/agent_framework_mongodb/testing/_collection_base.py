@@ -212,8 +212,14 @@ class CollectionBase(SettingsCarrier):
         client = self._database.client
         post = compute_post_image(client.scratch, pre, wire(update), server_filter, now=client.server_now())
         if bson_size(post) > MAX_BSON_SIZE:
-            message = f"Resulting document after update is larger than {MAX_BSON_SIZE}"
-            raise command_error(17419, message) if command else write_error(17419, message)
+            # UpsertStage and UpdateStage refuse the new document with their own codes
+            # (src/mongo/db/exec/upsert_stage.cpp, update_stage.cpp; jstests/core/max_doc_size.js).
+            code, message = (
+                (17420, f"Document to upsert is larger than {MAX_BSON_SIZE}")
+                if pre is None
+                else (17419, f"Resulting document after update is larger than {MAX_BSON_SIZE}")
+            )
+            raise command_error(code, message) if command else write_error(code, message)
         specs = self._state.catalog.unique_specs()
         spec = self._state.unique.collision(specs, pre, post)
         if spec is not None:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+import bson
 import pytest
 from bson.errors import InvalidDocument
 from bson.objectid import ObjectId
@@ -17,8 +19,10 @@ from pymongo.errors import (
     DuplicateKeyError,
     InvalidOperation,
     OperationFailure,
+    WriteError,
 )
 from pymongo.results import DeleteResult, InsertManyResult, InsertOneResult, UpdateResult
+from pymongo.write_concern import WriteConcern
 
 from agent_framework_mongodb.testing import InMemoryCollection, InMemoryCursor, InMemoryMongoClient
 
@@ -123,18 +127,106 @@ async def test_invalid_documents_raise_invalid_document(coll: InMemoryCollection
         await coll.insert_one(document)
 
 
-async def test_document_over_16_mib_is_rejected_like_pymongo(coll: InMemoryCollection) -> None:
-    with pytest.raises(DocumentTooLarge, match="BSON document too large"):
-        await coll.insert_one({"_id": 1, "blob": b"x" * (16 * 1024 * 1024)})
+MIB16 = 16 * 1024 * 1024
+# {"_id": 1, "blob": b"..."} encodes to the blob's length plus 25 bytes.
+_BLOB_OVERHEAD = 25
+
+
+def _sized(size: int, _id: Any = 1) -> dict[str, Any]:
+    document = {"_id": _id, "blob": b"x" * (size - _BLOB_OVERHEAD)}
+    assert len(bson.encode(document)) == size
+    return document
+
+
+async def test_insert_over_16_mib_is_the_servers_write_error_code_2(coll: InMemoryCollection) -> None:
+    # pymongo sends it (run_command only refuses a command past maxBsonObjectSize + 16,382 bytes);
+    # the server refuses it (fixDocumentForInsert, jstests/core/max_doc_size.js).
+    with pytest.raises(WriteError) as info:
+        await coll.insert_one(_sized(MIB16 + 1))
+    assert type(info.value) is WriteError
+    assert info.value.code == 2
+    assert info.value.details is not None
+    assert info.value.details["errmsg"].startswith("object to insert too large. size in bytes: 16777217")
     assert await coll.count_documents({}) == 0
-    await coll.insert_one({"_id": 2, "blob": b"x" * (16 * 1024 * 1024 - 100)})
+    await coll.insert_one(_sized(MIB16, _id=2))
+    assert await coll.count_documents({}) == 1
+
+
+async def test_insert_past_the_command_allowance_is_refused_by_pymongo(coll: InMemoryCollection) -> None:
+    with pytest.raises(DocumentTooLarge, match=r"up to 16793598 bytes"):
+        await coll.insert_one(_sized(MIB16 + 16382))
+    assert await coll.count_documents({}) == 0
+
+
+async def test_unacknowledged_insert_over_16_mib_is_refused_by_pymongo(coll: InMemoryCollection) -> None:
+    unacknowledged = coll.with_options(write_concern=WriteConcern(w=0))
+    with pytest.raises(
+        DocumentTooLarge, match=r"BSON document too large \(\d+ bytes\).* up to 16777216 bytes"
+    ):
+        await unacknowledged.insert_one(_sized(MIB16 + 1))
+    with pytest.raises(DocumentTooLarge):
+        await unacknowledged.insert_many([{"_id": 0}, _sized(MIB16 + 1)])
+    assert await coll.count_documents({}) == 0
+
+
+async def test_insert_many_over_16_mib_is_a_write_error_and_past_the_internal_limit_a_command_error(
+    coll: InMemoryCollection,
+) -> None:
+    with pytest.raises(BulkWriteError) as bulk:
+        await coll.insert_many([{"_id": 0}, _sized(MIB16 + 1), {"_id": 2}])
+    assert bulk.value.details["nInserted"] == 1
+    (error,) = bulk.value.details["writeErrors"]
+    assert (error["index"], error["code"]) == (1, 2)
+    # Past BSONObjMaxInternalSize (16 MiB + 16 KiB) the server cannot parse the message at all.
+    with pytest.raises(OperationFailure) as info:
+        await coll.insert_many([{"_id": 10}, _sized(MIB16 + 16 * 1024 + 1, _id=11)])
+    assert info.value.code == 10334
+    # Ordered: the first error stopped the first call; the second inserted nothing.
+    assert [d["_id"] for d in await coll.find({}, {"_id": 1}).to_list()] == [0]
 
 
 async def test_update_growing_past_16_mib_fails_on_the_server_side(coll: InMemoryCollection) -> None:
     await coll.insert_one({"_id": 1, "a": b"x" * (9 * 1024 * 1024)})
-    with pytest.raises(OperationFailure) as info:
+    with pytest.raises(WriteError) as info:
         await coll.update_one({"_id": 1}, {"$set": {"b": b"y" * (9 * 1024 * 1024)}})
     assert info.value.code == 17419
+    with pytest.raises(OperationFailure) as failed:
+        await coll.find_one_and_update({"_id": 1}, {"$set": {"b": b"y" * (9 * 1024 * 1024)}})
+    assert failed.value.code == 17419
+
+
+async def test_upsert_past_16_mib_fails_with_its_own_code(coll: InMemoryCollection) -> None:
+    # UpsertStage: "Document to upsert is larger than 16777216" (jstests/core/max_doc_size.js).
+    # Both halves travel in one update statement, which must stay within pymongo's allowance.
+    half = b"x" * (8 * 1024 * 1024 + 1024)
+    pipeline = [{"$set": {"a": half, "b": half}}]
+    with pytest.raises(WriteError, match="Document to upsert is larger than 16777216") as info:
+        await coll.update_one({"_id": 1}, pipeline, upsert=True)
+    assert info.value.code == 17420
+    with pytest.raises(OperationFailure, match="Document to upsert is larger") as failed:
+        await coll.find_one_and_update({"_id": 1}, {"$setOnInsert": {"a": half, "b": half}}, upsert=True)
+    assert failed.value.code == 17420
+    assert await coll.count_documents({}) == 0
+
+
+@pytest.mark.parametrize(
+    ("operation", "name"),
+    [("update_one", "update"), ("find_one_and_update", "findAndModify"), ("delete_one", "delete")],
+)
+async def test_a_command_past_the_allowance_is_refused_by_pymongo(
+    coll: InMemoryCollection, operation: str, name: str
+) -> None:
+    await coll.insert_one({"_id": 1})
+    big = {"_id": 1, "x": {"$ne": "y" * (MIB16 + 16382)}}
+    calls: dict[str, Callable[[], Awaitable[object]]] = {
+        "update_one": lambda: coll.update_one(big, {"$set": {"a": 1}}),
+        "find_one_and_update": lambda: coll.find_one_and_update(big, {"$set": {"a": 1}}),
+        "delete_one": lambda: coll.delete_one(big),
+    }
+    call = calls[operation]
+    with pytest.raises(DocumentTooLarge, match=f"^{name} command document too large$"):
+        await call()
+    assert await coll.find_one({"_id": 1}) == {"_id": 1}
 
 
 async def test_returned_documents_are_fresh_copies(coll: InMemoryCollection) -> None:
