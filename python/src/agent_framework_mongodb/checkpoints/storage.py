@@ -706,7 +706,7 @@ def _position_of(document: Mapping[str, Any]) -> PagePosition:
     sequence = document.get("sequence")
     if isinstance(sequence, bool) or not isinstance(sequence, int):
         raise MongoDBMappingError("A stored checkpoint document has no sequence.")
-    return PagePosition(sequence, _checkpoint_id_of(document))
+    return PagePosition(int(sequence), _checkpoint_id_of(document))  # int, not bson's Int64
 
 
 def _summary_of(document: Mapping[str, Any]) -> MongoDBRunSummary:
@@ -722,12 +722,15 @@ def _summary_of(document: Mapping[str, Any]) -> MongoDBRunSummary:
             raise MongoDBMappingError("A stored run counter document is not a run summary.")
     latest = document.get("latest_checkpoint_id")
     allocations = document.get("allocations")
+    # Counters hold int32 or int64 (bson's Int64, an int subclass) as the server's arithmetic
+    # left them; the summary reports plain ints either way.
+    count = allocations if isinstance(allocations, int) and not isinstance(allocations, bool) else sequence
     return MongoDBRunSummary(
         workflow_name=workflow_name,
         session_id=session_id,
         latest_checkpoint_id=latest if isinstance(latest, str) else None,
-        latest_sequence=sequence,
-        checkpoint_count=allocations if type(allocations) is int else sequence,
+        latest_sequence=int(sequence),
+        checkpoint_count=int(count),
         updated_at=allocated_at
         if allocated_at.tzinfo is not None
         else allocated_at.replace(tzinfo=timezone.utc),
