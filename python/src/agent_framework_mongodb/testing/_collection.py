@@ -18,6 +18,7 @@ from ._collation import check_collation
 from ._collection_base import CollationArg, CollectionBase, Filter, Hint, Update, projection_spec, unsupported
 from ._cursor import InMemoryCursor, SortSpec, normalize_sort
 from ._errors import command_error
+from ._keywords import check_keywords
 from ._limits import check_command, check_insert_many, insert_error
 from ._options import ReadPreferenceMode
 from ._updates import validate_update
@@ -59,9 +60,10 @@ class InMemoryCollection(CollectionBase):
         hint: Hint = None,
         batch_size: int = 0,
         session: object = None,
-        **_ignored: Any,
+        **extra: Any,
     ) -> InMemoryCursor:
         """A cursor (not awaited), as ``AsyncCollection.find`` returns."""
+        check_keywords("find", extra)
         check_collation(collation)
         unsupported(session=session)
         cursor = InMemoryCursor(
@@ -99,8 +101,9 @@ class InMemoryCollection(CollectionBase):
         collation: CollationArg = None,
         hint: Hint = None,
         session: object = None,
-        **_ignored: Any,
+        **extra: Any,
     ) -> dict[str, Any] | None:
+        check_keywords("find_one", extra)
         check_collation(collation)
         mapping = as_mapping(filter)
         query = mapping if mapping is not None or filter is None else {"_id": filter}  # a bare _id
@@ -144,8 +147,9 @@ class InMemoryCollection(CollectionBase):
 
     # -- writes -----------------------------------------------------------------------------------
     async def insert_one(
-        self, document: dict[str, Any], *, session: object = None, **_ignored: Any
+        self, document: dict[str, Any], *, session: object = None, **extra: Any
     ) -> InsertOneResult:
+        check_keywords("insert_one", extra)
         if as_mapping(document) is None:
             raise TypeError("document must be an instance of dict, bson.son.SON, or another MutableMapping")
         if "_id" not in document:
@@ -162,8 +166,9 @@ class InMemoryCollection(CollectionBase):
         ordered: bool = True,
         *,
         session: object = None,
-        **_ignored: Any,
+        **extra: Any,
     ) -> InsertManyResult:
+        check_keywords("insert_many", extra)
         if isinstance(documents, Mapping) or not documents:
             raise TypeError("documents must be a non-empty list")
         for document in documents:
@@ -234,8 +239,9 @@ class InMemoryCollection(CollectionBase):
         array_filters: Any = None,
         let: Any = None,
         session: object = None,
-        **_ignored: Any,
+        **extra: Any,
     ) -> UpdateResult:
+        check_keywords("update_one", extra)
         self._check_write_collation(collation)
         unsupported(array_filters=array_filters, let=let)
         if sort is not None and not self._acknowledged:
@@ -310,8 +316,9 @@ class InMemoryCollection(CollectionBase):
         collation: CollationArg = None,
         hint: Hint = None,
         session: object = None,
-        **_ignored: Any,
+        **extra: Any,
     ) -> DeleteResult:
+        check_keywords("delete_one", extra)
         self._check_write_collation(collation)
         await self._enter("delete_one", session)
         self._check_command({"delete": self._name, "ordered": True, "deletes": [{"q": filter, "limit": 1}]})
@@ -333,8 +340,9 @@ class InMemoryCollection(CollectionBase):
         collation: CollationArg = None,
         hint: Hint = None,
         session: object = None,
-        **_ignored: Any,
+        **extra: Any,
     ) -> DeleteResult:
+        check_keywords("delete_many", extra)
         self._check_write_collation(collation)
         await self._enter("delete_many", session)
         self._check_command({"delete": self._name, "ordered": True, "deletes": [{"q": filter, "limit": 0}]})

@@ -366,3 +366,62 @@ async def test_concurrent_counter_upserts_stay_atomic(coll: InMemoryCollection) 
     pipeline = [{"$set": {"n": {"$add": [{"$ifNull": ["$n", 0]}, 1]}}}]
     await asyncio.gather(*(coll.update_one({"_id": "seq"}, pipeline, upsert=True) for _ in range(20)))
     assert await coll.find_one({"_id": "seq"}) == {"_id": "seq", "n": 20}
+
+
+_MISSPELLED: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = [
+    ("insert_one", ({"_id": 1},), {"collation": {"locale": "simple"}}),  # no insert takes one
+    ("insert_many", ([{"_id": 1}],), {"upsert": True}),
+    ("update_one", ({}, {"$set": {"a": 1}}), {"upsertt": True}),
+    ("delete_one", ({},), {"sort": {"_id": 1}}),
+    ("delete_many", ({},), {"projection": {"_id": 1}}),
+    ("find", ({},), {"sortt": [("_id", 1)]}),
+    ("find_one", ({},), {"hintt": "_id_"}),
+    ("list_indexes", (), {"name": "x"}),
+]
+
+
+async def _called(method: Callable[..., Any], args: tuple[Any, ...], keywords: dict[str, Any]) -> object:
+    """Call ``method``, awaiting what it returns if it is a coroutine (``find`` returns a cursor)."""
+    outcome = method(*args, **keywords)
+    return await outcome if asyncio.iscoroutine(outcome) else outcome
+
+
+@pytest.mark.parametrize(("method", "args", "keywords"), _MISSPELLED, ids=[m for m, _, _ in _MISSPELLED])
+async def test_keywords_pymongo_does_not_take_are_a_type_error(
+    coll: InMemoryCollection, method: str, args: tuple[Any, ...], keywords: dict[str, Any]
+) -> None:
+    # pymongo's method (or AsyncCursor, for find) refuses it as Python does, before any I/O.
+    from pymongo import AsyncMongoClient
+
+    # No server: a call that got past its arguments would fail server selection, quickly.
+    real: Any = AsyncMongoClient("mongodb://localhost:1", connect=False, serverSelectionTimeoutMS=50)["db"][
+        "coll"
+    ]
+    try:
+        with pytest.raises(TypeError, match="unexpected keyword argument"):
+            await _called(getattr(real, method), args, keywords)
+        with pytest.raises(TypeError, match="unexpected keyword argument"):
+            await _called(getattr(coll, method), args, keywords)
+    finally:
+        await real.database.client.close()
+    assert await coll.find({}).to_list() == []
+
+
+async def test_keywords_that_change_nothing_here_pass_and_unsimulated_ones_are_refused(
+    coll: InMemoryCollection,
+) -> None:
+    await coll.insert_one({"_id": 1}, comment="c", bypass_document_validation=True)
+    found = await coll.find(
+        {}, comment="c", max_time_ms=5, allow_disk_use=True, no_cursor_timeout=True
+    ).to_list()
+    assert found == [{"_id": 1}]
+    await coll.delete_one({"_id": 2}, comment="c")
+    for call in (
+        lambda: coll.find({}, return_key=True).to_list(),
+        lambda: coll.find({}, max={"_id": 5}).to_list(),
+        lambda: coll.find({}, let={"x": 1}).to_list(),
+        lambda: coll.delete_many({}, let={"x": 1}),
+    ):
+        with pytest.raises(NotImplementedError, match="does not simulate"):
+            await call()
+    assert await coll.count_documents({}) == 1
