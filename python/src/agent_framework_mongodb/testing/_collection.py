@@ -141,8 +141,8 @@ class InMemoryCollection(CollectionBase):
             count = min(count, limit)
         return count
 
-    async def estimated_document_count(self, **_ignored: Any) -> int:
-        await self._enter("estimated_document_count")
+    async def estimated_document_count(self, *, session: object = None, **_ignored: Any) -> int:
+        await self._enter("estimated_document_count", session)
         return len(self._query(None))
 
     # -- writes -----------------------------------------------------------------------------------

@@ -10,8 +10,9 @@ from typing import Any
 import bson
 import pytest
 from bson.errors import InvalidDocument
+from bson.int64 import Int64
 from bson.objectid import ObjectId
-from pymongo import ReturnDocument
+from pymongo import IndexModel, ReturnDocument
 from pymongo.collation import Collation
 from pymongo.errors import (
     BulkWriteError,
@@ -329,9 +330,40 @@ async def test_hint_must_name_an_existing_index(coll: InMemoryCollection) -> Non
     assert info.value.code == 2
 
 
-async def test_sessions_are_refused_explicitly(coll: InMemoryCollection) -> None:
+_SESSION_CALLS: dict[str, Callable[[InMemoryCollection, object], Any]] = {
+    "find": lambda c, s: c.find({}, session=s).to_list(),
+    "find_one": lambda c, s: c.find_one({}, session=s),
+    "count_documents": lambda c, s: c.count_documents({}, session=s),
+    "estimated_document_count": lambda c, s: c.estimated_document_count(session=s),
+    "insert_one": lambda c, s: c.insert_one({"a": 1}, session=s),
+    "insert_many": lambda c, s: c.insert_many([{"a": 1}], session=s),
+    "update_one": lambda c, s: c.update_one({}, {"$set": {"a": 1}}, session=s),
+    "find_one_and_update": lambda c, s: c.find_one_and_update({}, {"$set": {"a": 1}}, session=s),
+    "delete_one": lambda c, s: c.delete_one({}, session=s),
+    "delete_many": lambda c, s: c.delete_many({}, session=s),
+    "create_index": lambda c, s: c.create_index("a", session=s),
+    "create_indexes": lambda c, s: c.create_indexes([IndexModel("a")], session=s),
+    "list_indexes": lambda c, s: c.list_indexes(session=s),
+    "index_information": lambda c, s: c.index_information(session=s),
+    "drop_index": lambda c, s: c.drop_index("a_1", session=s),
+    "drop_indexes": lambda c, s: c.drop_indexes(session=s),
+    "drop": lambda c, s: c.drop(session=s),
+    "database.command": lambda c, s: c.database.command("ping", session=s),
+    "database.create_collection": lambda c, s: c.database.create_collection("other", session=s),
+    "database.list_collection_names": lambda c, s: c.database.list_collection_names(session=s),
+    "database.drop_collection": lambda c, s: c.database.drop_collection("coll", session=s),
+}
+
+
+@pytest.mark.parametrize("operation", list(_SESSION_CALLS))
+async def test_sessions_are_refused_explicitly(coll: InMemoryCollection, operation: str) -> None:
+    await coll.insert_one({"_id": 1})
+    await coll.create_index("a")
     with pytest.raises(NotImplementedError):
-        await coll.insert_one({"a": 1}, session=object())
+        await _SESSION_CALLS[operation](coll, object())
+    # Nothing ran: the document and the index are still there.
+    assert await coll.find({}).to_list() == [{"_id": 1}]
+    assert len(await coll.index_information()) == 2
 
 
 async def test_gathered_operations_interleave_between_awaits(coll: InMemoryCollection) -> None:
@@ -425,3 +457,59 @@ async def test_keywords_that_change_nothing_here_pass_and_unsimulated_ones_are_r
         with pytest.raises(NotImplementedError, match="does not simulate"):
             await call()
     assert await coll.count_documents({}) == 1
+
+
+async def test_filters_and_sorts_a_checkpoint_storage_uses_follow_bson_order(
+    coll: InMemoryCollection,
+) -> None:
+    # Comparisons match within a BSON type bracket only, int32/int64/double compare by value, and
+    # sorts order types as the server does: missing and null first, then numbers, strings, ...,
+    # booleans, dates (https://www.mongodb.com/docs/manual/reference/bson-type-comparison-order/).
+    t = datetime(2024, 1, 1)
+    await coll.insert_many(
+        [
+            {"_id": 1, "s": "7", "at": None},
+            {"_id": 2, "s": 7, "at": t},
+            {"_id": 3, "s": Int64(8), "at": "x"},
+            {"_id": 4, "s": 7.5},
+            {"_id": "a", "s": True, "at": 5},
+        ]
+    )
+
+    async def ids(filter_: dict[str, Any], **kwargs: Any) -> list[Any]:
+        return [d["_id"] for d in await coll.find(filter_, {"_id": 1}, **kwargs).to_list()]
+
+    assert await ids({"s": {"$gt": 5}}) == [2, 3, 4]
+    assert await ids({"s": 8}) == [3]
+    assert await ids({"at": {"$lte": t}}) == [2]
+    assert await ids({"_id": {"$lt": 3}}) == [1, 2]
+    assert await ids({"_id": {"$gte": "a"}}) == ["a"]
+    assert await ids({"at": {"$type": "date"}}) == [2]
+    assert await ids({"at": {"$ne": None}}) == [2, 3, "a"]
+    assert await ids({"$nor": [{"at": t, "_id": {"$gte": 2}}]}) == [1, 3, 4, "a"]
+    assert await ids({}, sort=[("s", 1)]) == [2, 4, 3, 1, "a"]
+    assert await ids({}, sort=[("at", -1), ("_id", -1)]) == [2, 3, "a", 4, 1]
+
+
+async def test_find_one_and_update_returns_before_or_after_with_projection(coll: InMemoryCollection) -> None:
+    # https://www.mongodb.com/docs/manual/reference/command/findAndModify/#output: the pre-image,
+    # which an upsert that inserted does not have, or the post-image; projected either way.
+    projection = {"_id": 0, "n": 1}
+    inserted = await coll.find_one_and_update(
+        {"_id": 1}, {"$setOnInsert": {"n": 1, "other": 2}}, projection, upsert=True
+    )
+    assert inserted is None
+    again = await coll.find_one_and_update(
+        {"_id": 1}, {"$setOnInsert": {"n": 5}}, projection, upsert=True, return_document=ReturnDocument.BEFORE
+    )
+    assert again == {"n": 1}
+    after = await coll.find_one_and_update(
+        {"_id": 2},
+        [{"$set": {"n": 7, "other": 8}}],
+        projection,
+        upsert=True,
+        return_document=ReturnDocument.AFTER,
+    )
+    assert after == {"n": 7}
+    assert await coll.find_one_and_update({"_id": 3}, {"$set": {"n": 1}}) is None
+    assert await coll.count_documents({}) == 2

@@ -116,12 +116,20 @@ async def test_find_one_and_update_honours_sort(coll: InMemoryCollection) -> Non
         ({"$type": "$a"}, "int"),
         ({"$type": "$missing"}, "missing"),
         ("$sub.x", "deep"),
+        ({"$ne": ["$a", 1]}, False),
+        ({"$gte": ["$b", 3]}, True),
+        # BSON orders null below every date (the counter's "grace over" test relies on it).
+        ({"$gte": ["$d", None]}, True),
+        ({"$gte": [None, "$d"]}, False),
+        ({"$max": [{"$ifNull": ["$missing", "$d"]}, datetime(2023, 1, 1)]}, datetime(2024, 1, 1)),
+        ({"$add": ["$d", 1500]}, datetime(2024, 1, 1, 0, 0, 1, 500000)),
+        ({"$type": "$d"}, "date"),
     ],
 )
 async def test_expressions_a_sequence_counter_uses(
     coll: InMemoryCollection, expression: Any, expected: Any
 ) -> None:
-    await coll.insert_one({"_id": 1, "a": 1, "b": 3, "sub": {"x": "deep"}})
+    await coll.insert_one({"_id": 1, "a": 1, "b": 3, "sub": {"x": "deep"}, "d": datetime(2024, 1, 1)})
     after = await _after(coll, {"_id": 1}, [{"$set": {"out": expression}}])
     assert after is not None
     assert after["out"] == expected
