@@ -42,7 +42,8 @@ __all__ = [
 ]
 
 _CONFLICT_CODES: Final = frozenset({85, 86})
-"""IndexOptionsConflict and IndexKeySpecsConflict: an index of the same name or keys differs."""
+"""IndexOptionsConflict (an index of the same signature exists, under this name with other options
+or under another name) and IndexKeySpecsConflict (an index of this name has another signature)."""
 
 
 async def ensure_checkpoint_indexes(
