@@ -107,6 +107,11 @@ async def test_same_name_and_signature_with_other_options_is_index_options_confl
     assert info.value.details["codeName"] == "IndexOptionsConflict"
     # unique: false, sparse: false and background are no part of either (identical: a no-op).
     assert await coll.create_index("a", expireAfterSeconds=10, unique=False, background=True) == "a_1"
+    # hidden is an option outside the signature, compared as the newest server source compares it.
+    await coll.create_index("b")
+    with pytest.raises(OperationFailure) as info:
+        await coll.create_index("b", hidden=True)
+    assert info.value.code == 85
 
 
 async def test_same_name_different_keys_is_index_key_specs_conflict(coll: InMemoryCollection) -> None:
