@@ -513,3 +513,22 @@ async def test_find_one_and_update_returns_before_or_after_with_projection(coll:
     assert after == {"n": 7}
     assert await coll.find_one_and_update({"_id": 3}, {"$set": {"n": 1}}) is None
     assert await coll.count_documents({}) == 2
+
+
+async def test_the_command_allowance_is_pymongos_to_the_byte(coll: InMemoryCollection) -> None:
+    # pymongo's own OP_MSG builder measures the insert command a standalone server gets (the
+    # implicit session's lsid and $db added); its run_command refuses more than 16 MiB + 16,382.
+    from bson.binary import Binary
+    from bson.codec_options import CodecOptions
+    from pymongo import message
+
+    probe = _sized(1000)
+    command = {"insert": "coll", "ordered": True, "lsid": {"id": Binary(bytes(16), 4)}, "documents": [probe]}
+    _, _, total, _ = message._op_msg(0, command, "db", None, CodecOptions())  # pymongo's own measure
+    largest = MIB16 + 16382 - (total - 1000)
+
+    with pytest.raises(WriteError) as info:  # sent: the server refuses it
+        await coll.insert_one(_sized(largest))
+    assert info.value.code == 2
+    with pytest.raises(DocumentTooLarge):  # one byte more: pymongo refuses it
+        await coll.insert_one(_sized(largest + 1, _id=2))
