@@ -216,7 +216,9 @@ _INDEX_MISSING_CODES: frozenset[int] = frozenset({27})
 """IndexNotFound."""
 
 _DOCUMENT_TOO_LARGE_CODES: frozenset[int] = frozenset({10334, 17419, 17420})
-"""BSONObjectTooLarge and the server's own "document too large" codes."""
+"""BSONObjectTooLarge, an update's result over 16 MiB (17419) and an upsert's (17420:
+"Document to upsert is larger than"; src/mongo/db/exec/upsert_stage.cpp, jstests/core/max_doc_size.js).
+The storage inserts checkpoints by upsert, so 17420 is what a server reports for one too large."""
 
 _BAD_VALUE: Final = 2
 _TOO_LARGE_TO_INSERT: Final = "object to insert too large"

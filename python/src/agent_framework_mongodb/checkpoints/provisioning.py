@@ -8,8 +8,9 @@ needs only the collection: no tenant, workflow or session to invent. The storage
 Creating costs two round trips, list then create: the listing is needed anyway to refuse a
 collection with a default collation, and it names an index of a required name that differs
 before anything is sent. A conflict the listing cannot see (the server refuses a required index
-because an equivalent one exists under another name, codes 85/86, whose text names neither
-cleanly) is named by creating the indexes again one at a time, only then.
+because one with its signature exists under another name, code 85, or because one of its name
+appeared after the listing, 85 or 86; the text names neither cleanly) is named by creating the
+indexes again one at a time, only then.
 """
 
 from __future__ import annotations
@@ -41,7 +42,8 @@ __all__ = [
 ]
 
 _CONFLICT_CODES: Final = frozenset({85, 86})
-"""IndexOptionsConflict and IndexKeySpecsConflict: an index of the same name or keys differs."""
+"""IndexOptionsConflict (an index of the same signature exists, under this name with other options
+or under another name) and IndexKeySpecsConflict (an index of this name has another signature)."""
 
 
 async def ensure_checkpoint_indexes(
@@ -141,9 +143,10 @@ async def _create_one(collection: CheckpointCollection, spec: IndexSpec) -> list
         )
         if isinstance(translated, MongoDBIndexMismatchError):
             raise MongoDBIndexMismatchError(
-                f"Index {spec.name!r} conflicts with an existing index of another name: one with the "
-                "same keys, partial filter and collation or, below featureCompatibilityVersion 5.0, "
-                "any on the same keys (docs/deployment.md). Drop that index, or raise the FCV, and "
+                f"Index {spec.name!r} conflicts with an existing index: one of another name with the "
+                "same keys, uniqueness, sparseness, partial filter and collation or, below "
+                "featureCompatibilityVersion 5.0, any on the same keys and collation; or one of its "
+                "name created meanwhile (docs/deployment.md). Drop that index, or raise the FCV, and "
                 "run ensure_indexes() again."
             ) from error
         raise translated from error

@@ -253,7 +253,15 @@ def _is_trusted(counter: Mapping[str, Any]) -> bool:
 
 
 def sequence_of(document: Mapping[str, Any]) -> int:
+    """The document's sequence as a plain ``int``, whichever BSON integer width the server returns.
+
+    Checkpoints store it as int64 (``bson.int64.Int64`` in Python). The counter starts as int32,
+    because the update's literals are, and becomes int64 for good once an operand is int64 or a
+    sum passes 2**31 - 1: the server's ``$add`` and ``$max`` keep the widest operand's type
+    (specs/storage.md "Sequences"; the in-process engine's DIVERGENCES.md entry 23). Nothing here
+    depends on which.
+    """
     sequence = document.get("sequence")
     if isinstance(sequence, bool) or not isinstance(sequence, int) or sequence < 0:
         raise MongoDBPersistenceError("The run's sequence counter holds a value that is not a sequence.")
-    return sequence
+    return int(sequence)

@@ -72,7 +72,7 @@ def run_summary_of(document: Mapping[str, Any]) -> MongoDBRunSummary:
         workflow_name=workflow_name,
         session_id=session_id,
         latest_checkpoint_id=latest if isinstance(latest, str) else None,
-        latest_sequence=sequence,
+        latest_sequence=int(sequence),
         checkpoint_count=sequence if allocations is None else allocations,
         updated_at=_utc(allocated_at),
         waiting_for_input=document.get("waiting_for_input") is True,
@@ -92,7 +92,7 @@ def _sequence_of(document: Mapping[str, Any]) -> int:
     sequence = document.get("sequence")
     if isinstance(sequence, bool) or not isinstance(sequence, int):
         raise MongoDBMappingError("A stored checkpoint document has no sequence.")
-    return sequence
+    return int(sequence)  # a plain int, not bson's Int64
 
 
 def _count(value: object) -> int | None:

@@ -148,9 +148,12 @@ class InMemoryDatabase(SettingsCarrier):
             read_concern=read_concern or self.read_concern,
         )
 
-    async def command(self, command: str | Mapping[str, Any], *_args: Any, **_kwargs: Any) -> dict[str, Any]:
+    async def command(
+        self, command: str | Mapping[str, Any], *_args: Any, session: object = None, **_kwargs: Any
+    ) -> dict[str, Any]:
         """``ping``, ``hello``/``isMaster`` and ``buildInfo``; anything else fails like an unknown command."""
         await asyncio.sleep(0)
+        unsupported(session=session)
         self._client.check_open()
         name = command if isinstance(command, str) else next(iter(command))
         await self._client.reach_server("command", None)
@@ -167,8 +170,9 @@ class InMemoryDatabase(SettingsCarrier):
             return {"version": SERVER_VERSION, "versionArray": [7, 0, 0, 0], "ok": 1.0}
         raise command_error(59, f"no such command: '{name}'")
 
-    async def list_collection_names(self, **_ignored: Any) -> list[str]:
+    async def list_collection_names(self, *, session: object = None, **_ignored: Any) -> list[str]:
         await asyncio.sleep(0)
+        unsupported(session=session)
         self._client.check_open()
         return self.existing_collection_names()
 
@@ -219,8 +223,11 @@ class InMemoryDatabase(SettingsCarrier):
             raise command_error(48, f"Collection {view.full_name} already exists with different options")
         return view
 
-    async def drop_collection(self, name: str | InMemoryCollection, **_ignored: Any) -> None:
+    async def drop_collection(
+        self, name: str | InMemoryCollection, *, session: object = None, **_ignored: Any
+    ) -> None:
         await asyncio.sleep(0)
+        unsupported(session=session)
         self._client.check_open()
         self.get_collection(name if isinstance(name, str) else name.name).reset()
 

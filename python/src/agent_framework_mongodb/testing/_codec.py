@@ -8,10 +8,9 @@ from typing import Any, cast
 
 import bson
 from bson.codec_options import CodecOptions
-from pymongo.errors import DocumentTooLarge
 
 MAX_BSON_SIZE = 16 * 1024 * 1024
-"""The server's maxBsonObjectSize (16 MiB) that pymongo checks inserts against."""
+"""The server's maxBsonObjectSize (16 MiB): the largest document it stores."""
 
 _decode: Callable[..., dict[str, Any]] = getattr(bson, "decode")  # noqa: B009 - bson's overloads are partly untyped
 
@@ -32,15 +31,10 @@ def to_storage(document: Mapping[str, Any]) -> dict[str, Any]:
     return _decode(bson.encode(document), codec_options=STORAGE_OPTIONS)
 
 
-def to_storage_for_insert(document: Mapping[str, Any]) -> dict[str, Any]:
-    """Like :func:`to_storage`, and reject a document over 16 MiB as pymongo does client-side."""
+def to_storage_sized(document: Mapping[str, Any]) -> tuple[dict[str, Any], int]:
+    """Like :func:`to_storage`, with the document's encoded size (the size limits are ``_limits``)."""
     data = bson.encode(document)
-    if len(data) > MAX_BSON_SIZE:
-        raise DocumentTooLarge(
-            f"BSON document too large ({len(data)} bytes) - the connected server supports"
-            f" BSON document sizes up to {MAX_BSON_SIZE} bytes."
-        )
-    return _decode(data, codec_options=STORAGE_OPTIONS)
+    return _decode(data, codec_options=STORAGE_OPTIONS), len(data)
 
 
 def wire_value(value: Any) -> Any:

@@ -8,17 +8,20 @@ from typing import Any
 from bson.codec_options import CodecOptions
 from bson.objectid import ObjectId
 from pymongo import ReturnDocument
-from pymongo.errors import BulkWriteError, ConfigurationError, DuplicateKeyError
+from pymongo.errors import BulkWriteError, ConfigurationError, WriteError
 from pymongo.read_concern import ReadConcern
 from pymongo.results import DeleteResult, InsertManyResult, InsertOneResult, UpdateResult
 from pymongo.write_concern import WriteConcern
 
-from ._codec import as_mapping, to_storage_for_insert
+from ._codec import as_mapping, to_storage_sized
 from ._collation import check_collation
 from ._collection_base import CollationArg, CollectionBase, Filter, Hint, Update, projection_spec, unsupported
 from ._cursor import InMemoryCursor, SortSpec, normalize_sort
 from ._errors import command_error
+from ._keywords import check_keywords
+from ._limits import check_command, check_insert_many, insert_error
 from ._options import ReadPreferenceMode
+from ._updates import validate_update
 
 
 class InMemoryCollection(CollectionBase):
@@ -57,9 +60,10 @@ class InMemoryCollection(CollectionBase):
         hint: Hint = None,
         batch_size: int = 0,
         session: object = None,
-        **_ignored: Any,
+        **extra: Any,
     ) -> InMemoryCursor:
         """A cursor (not awaited), as ``AsyncCollection.find`` returns."""
+        check_keywords("find", extra)
         check_collation(collation)
         unsupported(session=session)
         cursor = InMemoryCursor(
@@ -97,8 +101,9 @@ class InMemoryCollection(CollectionBase):
         collation: CollationArg = None,
         hint: Hint = None,
         session: object = None,
-        **_ignored: Any,
+        **extra: Any,
     ) -> dict[str, Any] | None:
+        check_keywords("find_one", extra)
         check_collation(collation)
         mapping = as_mapping(filter)
         query = mapping if mapping is not None or filter is None else {"_id": filter}  # a bare _id
@@ -136,21 +141,23 @@ class InMemoryCollection(CollectionBase):
             count = min(count, limit)
         return count
 
-    async def estimated_document_count(self, **_ignored: Any) -> int:
-        await self._enter("estimated_document_count")
+    async def estimated_document_count(self, *, session: object = None, **_ignored: Any) -> int:
+        await self._enter("estimated_document_count", session)
         return len(self._query(None))
 
     # -- writes -----------------------------------------------------------------------------------
     async def insert_one(
-        self, document: dict[str, Any], *, session: object = None, **_ignored: Any
+        self, document: dict[str, Any], *, session: object = None, **extra: Any
     ) -> InsertOneResult:
+        check_keywords("insert_one", extra)
         if as_mapping(document) is None:
             raise TypeError("document must be an instance of dict, bson.son.SON, or another MutableMapping")
         if "_id" not in document:
             document["_id"] = ObjectId()  # pymongo sets the _id on the caller's document
         await self._enter("insert_one", session)
-        stored = to_storage_for_insert(document)
-        self._write(lambda: self._insert_stored(stored))
+        stored, size = to_storage_sized(document)
+        self._check_command({"insert": self._name, "ordered": True}, sequence_sizes=[size])
+        self._write(lambda: self._insert_sized(stored, size))
         return InsertOneResult(document["_id"], acknowledged=self._acknowledged)
 
     async def insert_many(
@@ -159,25 +166,40 @@ class InMemoryCollection(CollectionBase):
         ordered: bool = True,
         *,
         session: object = None,
-        **_ignored: Any,
+        **extra: Any,
     ) -> InsertManyResult:
+        check_keywords("insert_many", extra)
         if isinstance(documents, Mapping) or not documents:
             raise TypeError("documents must be a non-empty list")
         for document in documents:
             if "_id" not in document:
                 document["_id"] = ObjectId()
         await self._enter("insert_many", session)
-        stored = [to_storage_for_insert(document) for document in documents]
+        stored = [to_storage_sized(document) for document in documents]
+        sizes = [size for _, size in stored]
+        check_insert_many(self._database.name, self._name, sizes, acknowledged=self._acknowledged)
         self._write(lambda: self._insert_all(documents, stored, ordered=ordered))
         return InsertManyResult([document["_id"] for document in documents], acknowledged=self._acknowledged)
 
+    def _check_command(self, command: Mapping[str, Any], *, sequence_sizes: list[int] | None = None) -> None:
+        check_command(
+            self._database.name, command, acknowledged=self._acknowledged, sequence_sizes=sequence_sizes
+        )
+
+    def _insert_sized(self, stored: dict[str, Any], size: int, *, index: int = 0) -> None:
+        """Insert as the server does: a document over 16 MiB is a write error, code 2."""
+        error = insert_error(size, index=index)
+        if error is not None:
+            raise error
+        self._insert_stored(stored, index=index)
+
     def _insert_all(
-        self, documents: Sequence[dict[str, Any]], stored: list[dict[str, Any]], *, ordered: bool
+        self, documents: Sequence[dict[str, Any]], stored: list[tuple[dict[str, Any], int]], *, ordered: bool
     ) -> None:
         errors: list[dict[str, Any]] = []
         inserted = 0
-        for index, item in enumerate(stored):
-            error = self._try_insert(item, index)
+        for index, (item, size) in enumerate(stored):
+            error = self._try_insert(item, size, index)
             if error is None:
                 inserted += 1
                 continue
@@ -198,10 +220,10 @@ class InMemoryCollection(CollectionBase):
                 }
             )
 
-    def _try_insert(self, stored: dict[str, Any], index: int) -> DuplicateKeyError | None:
+    def _try_insert(self, stored: dict[str, Any], size: int, index: int) -> WriteError | None:
         try:
-            self._insert_stored(stored, index=index)
-        except DuplicateKeyError as exc:
+            self._insert_sized(stored, size, index=index)
+        except WriteError as exc:  # DuplicateKeyError included
             return exc
         return None
 
@@ -217,8 +239,9 @@ class InMemoryCollection(CollectionBase):
         array_filters: Any = None,
         let: Any = None,
         session: object = None,
-        **_ignored: Any,
+        **extra: Any,
     ) -> UpdateResult:
+        check_keywords("update_one", extra)
         self._check_write_collation(collation)
         unsupported(array_filters=array_filters, let=let)
         if sort is not None and not self._acknowledged:
@@ -227,6 +250,9 @@ class InMemoryCollection(CollectionBase):
                 "Must be connected to MongoDB 8.0+ to use sort on unacknowledged update commands."
             )
         await self._enter("update_one", session)
+        validate_update(update)
+        statement = {"q": filter, "u": update, "multi": False, "upsert": upsert}
+        self._check_command({"update": self._name, "ordered": True, "updates": [statement]})
         self._check_default_collation(collation)
         outcome = self._write(lambda: self._update_one(filter, update, upsert=upsert, hint=hint, sort=sort))
         if outcome is None:
@@ -269,6 +295,9 @@ class InMemoryCollection(CollectionBase):
         self._check_write_collation(collation)
         unsupported(array_filters=array_filters, let=let)
         await self._enter("find_one_and_update", session)
+        validate_update(update)
+        command = {"findAndModify": self._name, "query": filter, "update": update, "upsert": upsert}
+        self._check_command(command)
         self._check_default_collation(collation)
 
         def run() -> dict[str, Any] | None:
@@ -287,10 +316,12 @@ class InMemoryCollection(CollectionBase):
         collation: CollationArg = None,
         hint: Hint = None,
         session: object = None,
-        **_ignored: Any,
+        **extra: Any,
     ) -> DeleteResult:
+        check_keywords("delete_one", extra)
         self._check_write_collation(collation)
         await self._enter("delete_one", session)
+        self._check_command({"delete": self._name, "ordered": True, "deletes": [{"q": filter, "limit": 1}]})
         self._check_default_collation(collation)
 
         def run() -> int:
@@ -309,10 +340,12 @@ class InMemoryCollection(CollectionBase):
         collation: CollationArg = None,
         hint: Hint = None,
         session: object = None,
-        **_ignored: Any,
+        **extra: Any,
     ) -> DeleteResult:
+        check_keywords("delete_many", extra)
         self._check_write_collation(collation)
         await self._enter("delete_many", session)
+        self._check_command({"delete": self._name, "ordered": True, "deletes": [{"q": filter, "limit": 0}]})
         self._check_default_collation(collation)
 
         def run() -> int:

@@ -20,6 +20,7 @@ from ._collation import check_collation, collation_document
 from ._cursor import InMemoryCommandCursor, normalize_sort
 from ._errors import command_error, duplicate_command_error, duplicate_write_error, write_error
 from ._faults import HeldOperation
+from ._keywords import check_keywords
 from ._options import ReadPreferenceMode, SettingsCarrier
 from ._updates import compute_post_image, validate_update
 
@@ -212,8 +213,14 @@ class CollectionBase(SettingsCarrier):
         client = self._database.client
         post = compute_post_image(client.scratch, pre, wire(update), server_filter, now=client.server_now())
         if bson_size(post) > MAX_BSON_SIZE:
-            message = f"Resulting document after update is larger than {MAX_BSON_SIZE}"
-            raise command_error(17419, message) if command else write_error(17419, message)
+            # UpsertStage and UpdateStage refuse the new document with their own codes
+            # (src/mongo/db/exec/upsert_stage.cpp, update_stage.cpp; jstests/core/max_doc_size.js).
+            code, message = (
+                (17420, f"Document to upsert is larger than {MAX_BSON_SIZE}")
+                if pre is None
+                else (17419, f"Resulting document after update is larger than {MAX_BSON_SIZE}")
+            )
+            raise command_error(code, message) if command else write_error(code, message)
         specs = self._state.catalog.unique_specs()
         spec = self._state.unique.collision(specs, pre, post)
         if spec is not None:
@@ -287,11 +294,13 @@ class CollectionBase(SettingsCarrier):
         self._state.created = True
         return names
 
-    async def list_indexes(self, *, session: object = None, **_ignored: Any) -> InMemoryCommandCursor:
+    async def list_indexes(self, *, session: object = None, **extra: Any) -> InMemoryCommandCursor:
+        check_keywords("list_indexes", extra)
         await self._enter("list_indexes", session)
         return InMemoryCommandCursor(self._state.catalog.listing() if self._state.created else [])
 
-    async def index_information(self, *, session: object = None, **_ignored: Any) -> dict[str, Any]:
+    async def index_information(self, *, session: object = None, **extra: Any) -> dict[str, Any]:
+        check_keywords("index_information", extra)
         await self._enter("index_information", session)
         listing = self._state.catalog.listing() if self._state.created else []
         return {
@@ -316,7 +325,8 @@ class CollectionBase(SettingsCarrier):
         self._state.catalog.drop_all()
         self._state.unique.invalidate()
 
-    async def drop(self, *, session: object = None, **_ignored: Any) -> None:
+    async def drop(self, *, session: object = None, **extra: Any) -> None:
+        check_keywords("drop", extra)
         await self._enter("drop", session)
         self.reset()
 

@@ -23,7 +23,9 @@ CODE_NAMES = {
     11000: "DuplicateKey",
     15956: "Location15956",
     15958: "Location15958",
+    10334: "BSONObjectTooLarge",
     17419: "Location17419",
+    17420: "Location17420",
 }
 
 

@@ -53,8 +53,30 @@ def _normalize(spec: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _options(spec: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in spec.items() if k != "name"}
+# What identifies an index since featureCompatibilityVersion 4.9/5.0 (compareIndexOptions): the key
+# pattern in its order, unique, sparse, the collation and the partial filter (wildcardProjection
+# too, which the engine does not support). Everything else only decides identical or equivalent.
+_SIGNATURE_FIELDS = frozenset({"key", "name", "unique", "sparse", "collation", "partialFilterExpression"})
+
+
+def _signature(spec: Mapping[str, Any]) -> tuple[Any, ...]:
+    """What makes two index definitions the same index. Key order matters (BSON comparison);
+    ``_id_`` is unique whatever it says; collations compare expanded, field order aside. Partial
+    filters compare structurally (the server compares them normalized; DIVERGENCES.md)."""
+    key = tuple(spec["key"].items())
+    return (
+        key,
+        key == (("_id", 1),) or bool(spec.get("unique")),
+        bool(spec.get("sparse")),
+        spec.get("collation"),
+        spec.get("partialFilterExpression"),
+    )
+
+
+def _other_options(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """The options outside the signature (``expireAfterSeconds``, ``hidden``, ...): they make a
+    same-signature index identical or only equivalent (``background`` and ``v`` are never stored)."""
+    return {k: v for k, v in spec.items() if k not in _SIGNATURE_FIELDS}
 
 
 def _validate(spec: Mapping[str, Any]) -> None:
@@ -204,30 +226,40 @@ class IndexCatalog:
         return None
 
     def prepare(self, raw_spec: Mapping[str, Any]) -> dict[str, Any] | None:
-        """Validate a createIndexes spec; return it normalized, or None when it already exists."""
+        """Validate a createIndexes spec; return it normalized, or None when it already exists.
+
+        Conflicts follow ``IndexCatalogImpl::_doesSpecConflictWithExisting`` and
+        ``IndexDescriptor::compareIndexOptions`` (src/mongo/db/catalog/index_catalog_impl.cpp,
+        src/mongo/db/index/index_descriptor.cpp; jstests/core/index_signature.js): an index is
+        identified by its signature, see :func:`_signature`. Under an existing name, another
+        signature is 86 (IndexKeySpecsConflict) and the same signature with other options 85
+        (IndexOptionsConflict); under another name, the same signature is 85 whatever the options,
+        and another signature is a new index.
+        """
         _validate(raw_spec)
         spec = _normalize(raw_spec)
         if self._default is not None and "collation" not in raw_spec and raw_spec.get("v") != 1:
             spec["collation"] = dict(self._default)
         existing = self._specs.get(spec["name"])
         if existing is not None:
-            if existing == spec:
-                return None
-            code = 85 if existing["key"] == spec["key"] else 86
-            raise command_error(
-                code,
-                "An existing index has the same name as the requested index. When index names are"
-                " not specified, they are auto generated and can cause conflicts. Please refer to"
-                f" our documentation. Requested index: {spec}, existing index: {existing}",
-            )
+            if _signature(existing) != _signature(spec):
+                raise command_error(
+                    86,
+                    "An existing index has the same name as the requested index. When index names"
+                    " are not specified, they are auto generated and can cause conflicts. Please"
+                    f" refer to our documentation. Requested index: {spec}, existing index: {existing}",
+                )
+            if _other_options(existing) != _other_options(spec):
+                raise command_error(
+                    85,
+                    "An equivalent index already exists with the same name but different options."
+                    f" Requested index: {spec}, existing index: {existing}",
+                )
+            return None
         for other in self._specs.values():
-            same_identity = all(
-                other.get(field) == spec.get(field)
-                for field in ("key", "collation", "partialFilterExpression")
-            )
-            if not same_identity:
+            if _signature(other) != _signature(spec):
                 continue
-            if _options(other) == _options(spec):
+            if _other_options(other) == _other_options(spec):
                 raise command_error(85, f"Index already exists with a different name: {other['name']}")
             raise command_error(
                 85,

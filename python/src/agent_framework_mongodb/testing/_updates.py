@@ -12,6 +12,13 @@ Shims:
 * ``{"$not": [expression]}``, the server's documented form, is evaluated as ``{"$not":
   expression}``: mongomock_ng takes the one-element list itself as the operand and so always
   yields false (https://www.mongodb.com/docs/manual/reference/operator/aggregation/not/).
+* Arithmetic keeps the server's integer widths: a sum, difference or product with a 64-bit integer
+  operand is a 64-bit integer (a double past its range), whatever its value, in ``$add``,
+  ``$subtract``, ``$multiply`` and ``$inc`` alike; 32-bit operands give a 32-bit result unless it
+  overflows (``ExpressionAdd`` and ``Value``'s numeric promotion in src/mongo/db/pipeline/;
+  https://www.mongodb.com/docs/manual/reference/operator/update/inc/#behavior). mongomock_ng
+  computes with Python integers, so ``Int64(5) + 1`` came back as ``6``, stored as int32. The
+  update runs on ``_Long`` stand-ins for every ``Int64``, whose arithmetic stays ``Int64``.
 * ``"$$NOW"`` (mongomock_ng does not know it) is replaced by the client's clock reading, one value
   for the whole update as on the server, where it "returns the same value for all members of the
   deployment and remains the same throughout all stages of the aggregation pipeline"
@@ -26,6 +33,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, cast
 
+from bson.int64 import Int64
 from bson.objectid import ObjectId
 from bson.regex import Regex
 from pymongo.errors import WriteError
@@ -34,8 +42,64 @@ from ._codec import as_list, as_mapping
 from ._errors import write_error
 
 REMOVE_MARKER = f"__in_memory_mongo_remove_{uuid.uuid4().hex}__"
+_INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _COND_ARITY = 3
 _BRANCHING = frozenset({"$cond", "$switch", "$ifNull"})
+
+
+def _long_or_double(value: Any) -> Any:
+    """A 64-bit integer result, or the double the server promotes one past the range to."""
+    if value is NotImplemented or not isinstance(value, int):
+        return value
+    return _Long(value) if _INT64_MIN <= value <= _INT64_MAX else float(value)
+
+
+class _Long(Int64):
+    """An ``Int64`` whose sums, differences and products stay 64-bit (see the module's shims)."""
+
+    __slots__ = ()
+
+    def __add__(self, other: Any) -> Any:
+        return _long_or_double(int.__add__(self, other))
+
+    def __radd__(self, other: Any) -> Any:
+        return _long_or_double(int.__radd__(self, other))
+
+    def __sub__(self, other: Any) -> Any:
+        return _long_or_double(int.__sub__(self, other))
+
+    def __rsub__(self, other: Any) -> Any:
+        return _long_or_double(int.__rsub__(self, other))
+
+    def __mul__(self, other: Any) -> Any:
+        return _long_or_double(int.__mul__(self, other))
+
+    def __rmul__(self, other: Any) -> Any:
+        return _long_or_double(int.__rmul__(self, other))
+
+    def __neg__(self) -> Any:
+        return _long_or_double(int.__neg__(self))
+
+    def __abs__(self) -> Any:
+        return _long_or_double(int.__abs__(self))
+
+
+def _with_longs(value: Any, *, to_stand_in: bool) -> Any:
+    """``value`` with every ``Int64`` made a ``_Long``; or back: every ``_Long``, and every ``int``
+    past int32 (which BSON stores as int64, as the server promotes an overflowing int32 sum), an
+    ``Int64``, as decoding the stored document would give."""
+    if isinstance(value, Int64):
+        return _Long(value) if to_stand_in else Int64(value)
+    if not to_stand_in and type(value) is int and not _INT32_MIN <= value <= _INT32_MAX:
+        return Int64(value)
+    document = as_mapping(value)
+    if document is not None:
+        return {k: _with_longs(v, to_stand_in=to_stand_in) for k, v in document.items()}
+    items = as_list(value)
+    if items is not None:
+        return [_with_longs(v, to_stand_in=to_stand_in) for v in items]
+    return value
 
 
 def validate_update(update: Any) -> None:
@@ -207,8 +271,9 @@ def compute_post_image(
     whose ``_id`` is itself a document, so such an ``_id`` is replaced by a unique string while the
     update runs and restored afterwards.
     """
-    update = normalize_expressions(update, now)
-    start = dict(pre_image) if pre_image is not None else None
+    update = _with_longs(normalize_expressions(update, now), to_stand_in=True)
+    filter_ = _with_longs(filter_, to_stand_in=True)  # an upsert seeds from it
+    start = _with_longs(dict(pre_image), to_stand_in=True) if pre_image is not None else None
     if isinstance(update, list) and start is None:
         start = upsert_seed(filter_)
     original = None if start is None else start.get("_id", ObjectId())
@@ -236,7 +301,7 @@ def compute_post_image(
         scratch.delete_many({})
     if as_mapping(original) is not None:
         post = _restore_id(post, stand_in, original)
-    return post
+    return cast("dict[str, Any]", _with_longs(post, to_stand_in=False))
 
 
 def _run_pipeline(

@@ -50,6 +50,7 @@ async def test_a_summary_reports_the_envelope_of_each_stored_checkpoint(
     assert page.next_cursor is None
     for summary, document, parent in zip(page.checkpoints, stored, [None, *ids[:-1]], strict=True):
         assert summary.sequence == document["sequence"]
+        assert type(summary.sequence) is int, "a plain int, not bson's Int64"
         assert summary.parent_checkpoint_id == parent
         assert summary.payload_bytes == len(document["checkpoint"])
         assert summary.created_at.tzinfo is timezone.utc

@@ -426,6 +426,34 @@ async def test_document_of_exactly_the_limit_is_stored_and_one_byte_more_is_refu
     assert [d["checkpoint_id"] for d in await raw_checkpoints(collection)] == ["cp-probe"]
 
 
+@pytest.mark.parametrize("excess", [1, 16 * 1024], ids=["server-refuses-17420", "pymongo-refuses"])
+async def test_an_oversized_checkpoint_that_slipped_past_the_own_check_is_a_serialization_error(
+    collection: InMemoryCollection, monkeypatch: pytest.MonkeyPatch, excess: int
+) -> None:
+    # The checkpoint is inserted by an upsert: a server refuses a document over 16 MiB with 17420
+    # ("Document to upsert is larger than"), and pymongo refuses a findAndModify past 16 MiB +
+    # 16,382 bytes itself. Both must read as the checkpoint's problem, not a write failure.
+    import bson
+
+    from agent_framework_mongodb.checkpoints import documents
+
+    storage = make_storage(collection)
+    await storage.save(make_checkpoint("cp-probe", state={"blob": b"\x03" * 1024}))
+    (stored,) = await raw_checkpoints(collection)
+    blob = 1024 + MAX_DOCUMENT_BYTES + excess - len(bson.encode(stored))
+    monkeypatch.setattr(documents, "MAX_DOCUMENT_BYTES", 2 * MAX_DOCUMENT_BYTES)
+
+    with pytest.raises(MongoDBSerializationError) as raised:
+        await storage.save(make_checkpoint("cp-prob2", state={"blob": b"\x03" * blob}))
+    cause = raised.value.__cause__
+    if excess == 1:
+        assert isinstance(cause, OperationFailure)
+        assert cause.code == 17420
+    else:
+        assert isinstance(cause, DocumentTooLarge)
+    assert [d["checkpoint_id"] for d in await raw_checkpoints(collection)] == ["cp-probe"]
+
+
 async def test_unsupported_checkpoint_version_fails_before_io(
     proxy: ProxyCollection, proxied_storage: MongoDBCheckpointStorage
 ) -> None:

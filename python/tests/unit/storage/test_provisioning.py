@@ -97,6 +97,25 @@ async def test_an_equivalent_index_under_another_name_is_named(collection: InMem
     }
 
 
+async def test_an_index_differing_only_in_uniqueness_under_another_name_is_no_conflict(
+    proxy: ProxyCollection, collection: InMemoryCollection
+) -> None:
+    # Since FCV 4.9/5.0 uniqueness is part of an index's signature (IndexDescriptor::
+    # compareIndexOptions), so a non-unique twin of the unique sequence index is another index.
+    sequence_keys = [*LINEAGE_KEYS[:3], ("sequence", 1)]
+    await collection.create_index(
+        sequence_keys,
+        name="stray_sequence",
+        partialFilterExpression={"_kind": CHECKPOINT_KIND},
+        collation={"locale": "simple"},
+    )
+
+    assert await ensure_checkpoint_indexes(proxy) == INDEX_NAMES
+    assert proxy.trip_names == ["list_indexes", "create_indexes"]
+    assert await listed_names(collection) == {"_id_", "stray_sequence", *INDEX_NAMES}
+    await validate_checkpoint_indexes(collection)
+
+
 async def test_a_collection_with_a_default_collation_is_refused(client: InMemoryMongoClient) -> None:
     collection = await client["checkpoint_db"].create_collection("french", collation={"locale": "fr"})
 

@@ -6,6 +6,8 @@ import asyncio
 import itertools
 from datetime import timedelta
 
+import pytest
+from bson.int64 import Int64
 from pymongo.errors import DuplicateKeyError
 
 from agent_framework_mongodb import MongoDBCheckpointStorage
@@ -119,6 +121,51 @@ async def test_missing_counter_recovers_above_retained_checkpoints(
     latest = await storage.get_latest(workflow_name=WORKFLOW)
     assert latest is not None
     assert latest.checkpoint_id == "cp-after-loss"
+
+
+@pytest.mark.parametrize("width", [int, Int64], ids=["int32", "int64"])
+async def test_the_counters_integer_width_changes_nothing(
+    collection: InMemoryCollection, storage: MongoDBCheckpointStorage, width: type[int]
+) -> None:
+    # A server keeps the counter int32 until an operand is int64 or a sum passes 2**31 - 1, and
+    # pymongo returns int64 as bson's Int64 (testing/DIVERGENCES.md entry 23).
+    scope = scope_of(storage)
+    await save_chain(storage, 2)
+    await collection.update_one(
+        {"_id": scope.counter_document_id}, {"$set": {"sequence": width(2), "allocations": width(7)}}
+    )
+
+    await storage.save(make_checkpoint("cp-third"))
+
+    counter = await raw_counter(collection, scope)
+    assert counter is not None
+    assert type(counter["sequence"]) is width  # the server's $add keeps the wider operand's width
+    assert (await sequences(collection))["cp-third"] == 3
+    (run,) = (await storage.list_runs()).runs
+    assert (run.latest_sequence, run.checkpoint_count) == (3, 8)
+    assert type(run.latest_sequence) is int
+    assert type(run.checkpoint_count) is int
+    latest = await storage.get_latest(workflow_name=WORKFLOW)
+    assert latest is not None
+    assert latest.checkpoint_id == "cp-third"
+
+
+async def test_a_recovered_counter_holds_a_plain_int_as_a_server_would(
+    collection: InMemoryCollection, storage: MongoDBCheckpointStorage
+) -> None:
+    # The floor is the retained maximum as a Python int (checkpoints store Int64, sequence_of
+    # returns int), so the server's $max/$add leave the new counter int32 below 2**31.
+    scope = scope_of(storage)
+    await save_chain(storage, 3)
+    await collection.delete_one({"_id": scope.counter_document_id})
+
+    await storage.save(make_checkpoint("cp-after-loss"))
+
+    counter = await raw_counter(collection, scope)
+    assert counter is not None
+    assert type(counter["sequence"]) is int
+    assert counter["sequence"] == 4
+    assert all(type(d["sequence"]) is Int64 for d in await raw_checkpoints(collection))
 
 
 async def test_two_storages_recovering_a_missing_counter_at_once_stay_unique(

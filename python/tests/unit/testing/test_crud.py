@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+import bson
 import pytest
 from bson.errors import InvalidDocument
+from bson.int64 import Int64
 from bson.objectid import ObjectId
-from pymongo import ReturnDocument
+from pymongo import IndexModel, ReturnDocument
 from pymongo.collation import Collation
 from pymongo.errors import (
     BulkWriteError,
@@ -17,8 +20,10 @@ from pymongo.errors import (
     DuplicateKeyError,
     InvalidOperation,
     OperationFailure,
+    WriteError,
 )
 from pymongo.results import DeleteResult, InsertManyResult, InsertOneResult, UpdateResult
+from pymongo.write_concern import WriteConcern
 
 from agent_framework_mongodb.testing import InMemoryCollection, InMemoryCursor, InMemoryMongoClient
 
@@ -123,18 +128,106 @@ async def test_invalid_documents_raise_invalid_document(coll: InMemoryCollection
         await coll.insert_one(document)
 
 
-async def test_document_over_16_mib_is_rejected_like_pymongo(coll: InMemoryCollection) -> None:
-    with pytest.raises(DocumentTooLarge, match="BSON document too large"):
-        await coll.insert_one({"_id": 1, "blob": b"x" * (16 * 1024 * 1024)})
+MIB16 = 16 * 1024 * 1024
+# {"_id": 1, "blob": b"..."} encodes to the blob's length plus 25 bytes.
+_BLOB_OVERHEAD = 25
+
+
+def _sized(size: int, _id: Any = 1) -> dict[str, Any]:
+    document = {"_id": _id, "blob": b"x" * (size - _BLOB_OVERHEAD)}
+    assert len(bson.encode(document)) == size
+    return document
+
+
+async def test_insert_over_16_mib_is_the_servers_write_error_code_2(coll: InMemoryCollection) -> None:
+    # pymongo sends it (run_command only refuses a command past maxBsonObjectSize + 16,382 bytes);
+    # the server refuses it (fixDocumentForInsert, jstests/core/max_doc_size.js).
+    with pytest.raises(WriteError) as info:
+        await coll.insert_one(_sized(MIB16 + 1))
+    assert type(info.value) is WriteError
+    assert info.value.code == 2
+    assert info.value.details is not None
+    assert info.value.details["errmsg"].startswith("object to insert too large. size in bytes: 16777217")
     assert await coll.count_documents({}) == 0
-    await coll.insert_one({"_id": 2, "blob": b"x" * (16 * 1024 * 1024 - 100)})
+    await coll.insert_one(_sized(MIB16, _id=2))
+    assert await coll.count_documents({}) == 1
+
+
+async def test_insert_past_the_command_allowance_is_refused_by_pymongo(coll: InMemoryCollection) -> None:
+    with pytest.raises(DocumentTooLarge, match=r"up to 16793598 bytes"):
+        await coll.insert_one(_sized(MIB16 + 16382))
+    assert await coll.count_documents({}) == 0
+
+
+async def test_unacknowledged_insert_over_16_mib_is_refused_by_pymongo(coll: InMemoryCollection) -> None:
+    unacknowledged = coll.with_options(write_concern=WriteConcern(w=0))
+    with pytest.raises(
+        DocumentTooLarge, match=r"BSON document too large \(\d+ bytes\).* up to 16777216 bytes"
+    ):
+        await unacknowledged.insert_one(_sized(MIB16 + 1))
+    with pytest.raises(DocumentTooLarge):
+        await unacknowledged.insert_many([{"_id": 0}, _sized(MIB16 + 1)])
+    assert await coll.count_documents({}) == 0
+
+
+async def test_insert_many_over_16_mib_is_a_write_error_and_past_the_internal_limit_a_command_error(
+    coll: InMemoryCollection,
+) -> None:
+    with pytest.raises(BulkWriteError) as bulk:
+        await coll.insert_many([{"_id": 0}, _sized(MIB16 + 1), {"_id": 2}])
+    assert bulk.value.details["nInserted"] == 1
+    (error,) = bulk.value.details["writeErrors"]
+    assert (error["index"], error["code"]) == (1, 2)
+    # Past BSONObjMaxInternalSize (16 MiB + 16 KiB) the server cannot parse the message at all.
+    with pytest.raises(OperationFailure) as info:
+        await coll.insert_many([{"_id": 10}, _sized(MIB16 + 16 * 1024 + 1, _id=11)])
+    assert info.value.code == 10334
+    # Ordered: the first error stopped the first call; the second inserted nothing.
+    assert [d["_id"] for d in await coll.find({}, {"_id": 1}).to_list()] == [0]
 
 
 async def test_update_growing_past_16_mib_fails_on_the_server_side(coll: InMemoryCollection) -> None:
     await coll.insert_one({"_id": 1, "a": b"x" * (9 * 1024 * 1024)})
-    with pytest.raises(OperationFailure) as info:
+    with pytest.raises(WriteError) as info:
         await coll.update_one({"_id": 1}, {"$set": {"b": b"y" * (9 * 1024 * 1024)}})
     assert info.value.code == 17419
+    with pytest.raises(OperationFailure) as failed:
+        await coll.find_one_and_update({"_id": 1}, {"$set": {"b": b"y" * (9 * 1024 * 1024)}})
+    assert failed.value.code == 17419
+
+
+async def test_upsert_past_16_mib_fails_with_its_own_code(coll: InMemoryCollection) -> None:
+    # UpsertStage: "Document to upsert is larger than 16777216" (jstests/core/max_doc_size.js).
+    # Both halves travel in one update statement, which must stay within pymongo's allowance.
+    half = b"x" * (8 * 1024 * 1024 + 1024)
+    pipeline = [{"$set": {"a": half, "b": half}}]
+    with pytest.raises(WriteError, match="Document to upsert is larger than 16777216") as info:
+        await coll.update_one({"_id": 1}, pipeline, upsert=True)
+    assert info.value.code == 17420
+    with pytest.raises(OperationFailure, match="Document to upsert is larger") as failed:
+        await coll.find_one_and_update({"_id": 1}, {"$setOnInsert": {"a": half, "b": half}}, upsert=True)
+    assert failed.value.code == 17420
+    assert await coll.count_documents({}) == 0
+
+
+@pytest.mark.parametrize(
+    ("operation", "name"),
+    [("update_one", "update"), ("find_one_and_update", "findAndModify"), ("delete_one", "delete")],
+)
+async def test_a_command_past_the_allowance_is_refused_by_pymongo(
+    coll: InMemoryCollection, operation: str, name: str
+) -> None:
+    await coll.insert_one({"_id": 1})
+    big = {"_id": 1, "x": {"$ne": "y" * (MIB16 + 16382)}}
+    calls: dict[str, Callable[[], Awaitable[object]]] = {
+        "update_one": lambda: coll.update_one(big, {"$set": {"a": 1}}),
+        "find_one_and_update": lambda: coll.find_one_and_update(big, {"$set": {"a": 1}}),
+        "delete_one": lambda: coll.delete_one(big),
+    }
+    call = calls[operation]
+    with pytest.raises(DocumentTooLarge, match=f"^{name} command document too large$"):
+        await call()
+    assert await coll.find_one({"_id": 1}) == {"_id": 1}
 
 
 async def test_returned_documents_are_fresh_copies(coll: InMemoryCollection) -> None:
@@ -237,9 +330,40 @@ async def test_hint_must_name_an_existing_index(coll: InMemoryCollection) -> Non
     assert info.value.code == 2
 
 
-async def test_sessions_are_refused_explicitly(coll: InMemoryCollection) -> None:
+_SESSION_CALLS: dict[str, Callable[[InMemoryCollection, object], Any]] = {
+    "find": lambda c, s: c.find({}, session=s).to_list(),
+    "find_one": lambda c, s: c.find_one({}, session=s),
+    "count_documents": lambda c, s: c.count_documents({}, session=s),
+    "estimated_document_count": lambda c, s: c.estimated_document_count(session=s),
+    "insert_one": lambda c, s: c.insert_one({"a": 1}, session=s),
+    "insert_many": lambda c, s: c.insert_many([{"a": 1}], session=s),
+    "update_one": lambda c, s: c.update_one({}, {"$set": {"a": 1}}, session=s),
+    "find_one_and_update": lambda c, s: c.find_one_and_update({}, {"$set": {"a": 1}}, session=s),
+    "delete_one": lambda c, s: c.delete_one({}, session=s),
+    "delete_many": lambda c, s: c.delete_many({}, session=s),
+    "create_index": lambda c, s: c.create_index("a", session=s),
+    "create_indexes": lambda c, s: c.create_indexes([IndexModel("a")], session=s),
+    "list_indexes": lambda c, s: c.list_indexes(session=s),
+    "index_information": lambda c, s: c.index_information(session=s),
+    "drop_index": lambda c, s: c.drop_index("a_1", session=s),
+    "drop_indexes": lambda c, s: c.drop_indexes(session=s),
+    "drop": lambda c, s: c.drop(session=s),
+    "database.command": lambda c, s: c.database.command("ping", session=s),
+    "database.create_collection": lambda c, s: c.database.create_collection("other", session=s),
+    "database.list_collection_names": lambda c, s: c.database.list_collection_names(session=s),
+    "database.drop_collection": lambda c, s: c.database.drop_collection("coll", session=s),
+}
+
+
+@pytest.mark.parametrize("operation", list(_SESSION_CALLS))
+async def test_sessions_are_refused_explicitly(coll: InMemoryCollection, operation: str) -> None:
+    await coll.insert_one({"_id": 1})
+    await coll.create_index("a")
     with pytest.raises(NotImplementedError):
-        await coll.insert_one({"a": 1}, session=object())
+        await _SESSION_CALLS[operation](coll, object())
+    # Nothing ran: the document and the index are still there.
+    assert await coll.find({}).to_list() == [{"_id": 1}]
+    assert len(await coll.index_information()) == 2
 
 
 async def test_gathered_operations_interleave_between_awaits(coll: InMemoryCollection) -> None:
@@ -274,3 +398,137 @@ async def test_concurrent_counter_upserts_stay_atomic(coll: InMemoryCollection) 
     pipeline = [{"$set": {"n": {"$add": [{"$ifNull": ["$n", 0]}, 1]}}}]
     await asyncio.gather(*(coll.update_one({"_id": "seq"}, pipeline, upsert=True) for _ in range(20)))
     assert await coll.find_one({"_id": "seq"}) == {"_id": "seq", "n": 20}
+
+
+_MISSPELLED: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = [
+    ("insert_one", ({"_id": 1},), {"collation": {"locale": "simple"}}),  # no insert takes one
+    ("insert_many", ([{"_id": 1}],), {"upsert": True}),
+    ("update_one", ({}, {"$set": {"a": 1}}), {"upsertt": True}),
+    ("delete_one", ({},), {"sort": {"_id": 1}}),
+    ("delete_many", ({},), {"projection": {"_id": 1}}),
+    ("find", ({},), {"sortt": [("_id", 1)]}),
+    ("find_one", ({},), {"hintt": "_id_"}),
+    ("list_indexes", (), {"name": "x"}),
+]
+
+
+async def _called(method: Callable[..., Any], args: tuple[Any, ...], keywords: dict[str, Any]) -> object:
+    """Call ``method``, awaiting what it returns if it is a coroutine (``find`` returns a cursor)."""
+    outcome = method(*args, **keywords)
+    return await outcome if asyncio.iscoroutine(outcome) else outcome
+
+
+@pytest.mark.parametrize(("method", "args", "keywords"), _MISSPELLED, ids=[m for m, _, _ in _MISSPELLED])
+async def test_keywords_pymongo_does_not_take_are_a_type_error(
+    coll: InMemoryCollection, method: str, args: tuple[Any, ...], keywords: dict[str, Any]
+) -> None:
+    # pymongo's method (or AsyncCursor, for find) refuses it as Python does, before any I/O.
+    from pymongo import AsyncMongoClient
+
+    # No server: a call that got past its arguments would fail server selection, quickly.
+    real: Any = AsyncMongoClient("mongodb://localhost:1", connect=False, serverSelectionTimeoutMS=50)["db"][
+        "coll"
+    ]
+    try:
+        with pytest.raises(TypeError, match="unexpected keyword argument"):
+            await _called(getattr(real, method), args, keywords)
+        with pytest.raises(TypeError, match="unexpected keyword argument"):
+            await _called(getattr(coll, method), args, keywords)
+    finally:
+        await real.database.client.close()
+    assert await coll.find({}).to_list() == []
+
+
+async def test_keywords_that_change_nothing_here_pass_and_unsimulated_ones_are_refused(
+    coll: InMemoryCollection,
+) -> None:
+    await coll.insert_one({"_id": 1}, comment="c", bypass_document_validation=True)
+    found = await coll.find(
+        {}, comment="c", max_time_ms=5, allow_disk_use=True, no_cursor_timeout=True
+    ).to_list()
+    assert found == [{"_id": 1}]
+    await coll.delete_one({"_id": 2}, comment="c")
+    for call in (
+        lambda: coll.find({}, return_key=True).to_list(),
+        lambda: coll.find({}, max={"_id": 5}).to_list(),
+        lambda: coll.find({}, let={"x": 1}).to_list(),
+        lambda: coll.delete_many({}, let={"x": 1}),
+    ):
+        with pytest.raises(NotImplementedError, match="does not simulate"):
+            await call()
+    assert await coll.count_documents({}) == 1
+
+
+async def test_filters_and_sorts_a_checkpoint_storage_uses_follow_bson_order(
+    coll: InMemoryCollection,
+) -> None:
+    # Comparisons match within a BSON type bracket only, int32/int64/double compare by value, and
+    # sorts order types as the server does: missing and null first, then numbers, strings, ...,
+    # booleans, dates (https://www.mongodb.com/docs/manual/reference/bson-type-comparison-order/).
+    t = datetime(2024, 1, 1)
+    await coll.insert_many(
+        [
+            {"_id": 1, "s": "7", "at": None},
+            {"_id": 2, "s": 7, "at": t},
+            {"_id": 3, "s": Int64(8), "at": "x"},
+            {"_id": 4, "s": 7.5},
+            {"_id": "a", "s": True, "at": 5},
+        ]
+    )
+
+    async def ids(filter_: dict[str, Any], **kwargs: Any) -> list[Any]:
+        return [d["_id"] for d in await coll.find(filter_, {"_id": 1}, **kwargs).to_list()]
+
+    assert await ids({"s": {"$gt": 5}}) == [2, 3, 4]
+    assert await ids({"s": 8}) == [3]
+    assert await ids({"at": {"$lte": t}}) == [2]
+    assert await ids({"_id": {"$lt": 3}}) == [1, 2]
+    assert await ids({"_id": {"$gte": "a"}}) == ["a"]
+    assert await ids({"at": {"$type": "date"}}) == [2]
+    assert await ids({"at": {"$ne": None}}) == [2, 3, "a"]
+    assert await ids({"$nor": [{"at": t, "_id": {"$gte": 2}}]}) == [1, 3, 4, "a"]
+    assert await ids({}, sort=[("s", 1)]) == [2, 4, 3, 1, "a"]
+    assert await ids({}, sort=[("at", -1), ("_id", -1)]) == [2, 3, "a", 4, 1]
+
+
+async def test_find_one_and_update_returns_before_or_after_with_projection(coll: InMemoryCollection) -> None:
+    # https://www.mongodb.com/docs/manual/reference/command/findAndModify/#output: the pre-image,
+    # which an upsert that inserted does not have, or the post-image; projected either way.
+    projection = {"_id": 0, "n": 1}
+    inserted = await coll.find_one_and_update(
+        {"_id": 1}, {"$setOnInsert": {"n": 1, "other": 2}}, projection, upsert=True
+    )
+    assert inserted is None
+    again = await coll.find_one_and_update(
+        {"_id": 1}, {"$setOnInsert": {"n": 5}}, projection, upsert=True, return_document=ReturnDocument.BEFORE
+    )
+    assert again == {"n": 1}
+    after = await coll.find_one_and_update(
+        {"_id": 2},
+        [{"$set": {"n": 7, "other": 8}}],
+        projection,
+        upsert=True,
+        return_document=ReturnDocument.AFTER,
+    )
+    assert after == {"n": 7}
+    assert await coll.find_one_and_update({"_id": 3}, {"$set": {"n": 1}}) is None
+    assert await coll.count_documents({}) == 2
+
+
+async def test_the_command_allowance_is_pymongos_to_the_byte(coll: InMemoryCollection) -> None:
+    # pymongo's own OP_MSG builder measures the insert command a standalone server gets (the
+    # implicit session's lsid and $db added); its run_command refuses more than 16 MiB + 16,382.
+    from bson.binary import Binary
+    from bson.codec_options import CodecOptions
+    from pymongo import message
+
+    probe = _sized(1000)
+    command = {"insert": "coll", "ordered": True, "lsid": {"id": Binary(bytes(16), 4)}, "documents": [probe]}
+    _, _, total, _ = message._op_msg(0, command, "db", None, CodecOptions())  # pymongo's own measure
+    largest = MIB16 + 16382 - (total - 1000)
+
+    with pytest.raises(WriteError) as info:  # sent: the server refuses it
+        await coll.insert_one(_sized(largest))
+    assert info.value.code == 2
+    with pytest.raises(DocumentTooLarge):  # one byte more: pymongo refuses it
+        await coll.insert_one(_sized(largest + 1, _id=2))

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 from pymongo import ReadPreference
+from pymongo.errors import OperationFailure
 from pymongo.read_concern import ReadConcern
 from pymongo.write_concern import WriteConcern
 
@@ -55,3 +57,25 @@ async def test_cursor_results_are_fixed_at_first_fetch(coll: InMemoryCollection)
 async def test_no_query_planner_or_explain(coll: InMemoryCollection) -> None:
     assert not hasattr(coll.find({}), "explain")
     assert not hasattr(coll, "aggregate")
+
+
+async def test_partial_filters_compare_structurally(coll: InMemoryCollection) -> None:
+    # A server parses and normalises partial filters before comparing them (compareIndexOptions),
+    # so these two are one signature there (85 under another name); the engine compares them as
+    # documents, field order aside, and builds a second index.
+    await coll.create_index("a", name="eq_implicit", partialFilterExpression={"k": 1, "j": 2})
+    await coll.create_index("a", name="eq_explicit", partialFilterExpression={"k": {"$eq": 1}, "j": 2})
+    names = [index["name"] for index in await (await coll.list_indexes()).to_list()]
+    assert names == ["_id_", "eq_implicit", "eq_explicit"]
+    # Field order alone does not make another filter, here as on the server.
+    with pytest.raises(OperationFailure) as info:
+        await coll.create_index("a", name="reordered", partialFilterExpression={"j": 2, "k": 1})
+    assert info.value.code == 85
+
+
+async def test_command_fields_pymongo_passes_on_are_not_checked(coll: InMemoryCollection) -> None:
+    # pymongo sends find_one_and_update's and count_documents' extra keywords as command fields,
+    # which a server refuses when unknown (40415); the engine ignores them.
+    await coll.insert_one({"_id": 1})
+    assert await coll.find_one_and_update({"_id": 1}, {"$set": {"a": 1}}, frobnicate=True) == {"_id": 1}
+    assert await coll.count_documents({}, frobnicate=True) == 1

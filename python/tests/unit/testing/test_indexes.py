@@ -69,10 +69,48 @@ async def test_identical_recreation_is_a_no_op(coll: InMemoryCollection) -> None
     assert len(await _listing(coll)) == 2
 
 
-async def test_same_name_different_options_is_index_options_conflict(coll: InMemoryCollection) -> None:
+# Index signatures since FCV 4.9/5.0: key pattern (in order), unique, sparse, collation and partial
+# filter (IndexDescriptor::compareIndexOptions, src/mongo/db/index/index_descriptor.cpp;
+# jstests/core/index_signature.js). Under the same name another signature is 86, the same
+# signature with other options 85; under another name the same signature is 85 and another one a
+# new index.
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"unique": True},
+        {"sparse": True},
+        {"collation": {"locale": "en"}},
+        {"partialFilterExpression": {"k": 1}},
+    ],
+)
+async def test_same_name_other_signature_is_index_key_specs_conflict(
+    coll: InMemoryCollection, options: dict[str, Any]
+) -> None:
     await coll.create_index("a")
     with pytest.raises(OperationFailure) as info:
-        await coll.create_index("a", unique=True)
+        await coll.create_index("a", **options)
+    assert info.value.code == 86
+    assert info.value.details is not None
+    assert info.value.details["codeName"] == "IndexKeySpecsConflict"
+
+
+async def test_same_name_and_signature_with_other_options_is_index_options_conflict(
+    coll: InMemoryCollection,
+) -> None:
+    await coll.create_index("a", expireAfterSeconds=10)
+    with pytest.raises(OperationFailure) as info:
+        await coll.create_index("a", expireAfterSeconds=20)
+    assert info.value.code == 85
+    assert info.value.details is not None
+    assert info.value.details["codeName"] == "IndexOptionsConflict"
+    # unique: false, sparse: false and background are no part of either (identical: a no-op).
+    assert await coll.create_index("a", expireAfterSeconds=10, unique=False, background=True) == "a_1"
+    # hidden is an option outside the signature, compared as the newest server source compares it.
+    await coll.create_index("b")
+    with pytest.raises(OperationFailure) as info:
+        await coll.create_index("b", hidden=True)
     assert info.value.code == 85
 
 
@@ -81,15 +119,48 @@ async def test_same_name_different_keys_is_index_key_specs_conflict(coll: InMemo
     with pytest.raises(OperationFailure) as info:
         await coll.create_index("b", name="idx")
     assert info.value.code == 86
-
-
-async def test_same_keys_under_another_name_is_index_options_conflict(coll: InMemoryCollection) -> None:
-    await coll.create_index("a")
+    # Key order is part of the key pattern.
+    await coll.create_index([("a", 1), ("b", 1)], name="ab")
     with pytest.raises(OperationFailure) as info:
+        await coll.create_index([("b", 1), ("a", 1)], name="ab")
+    assert info.value.code == 86
+
+
+async def test_same_signature_under_another_name_is_index_options_conflict(coll: InMemoryCollection) -> None:
+    await coll.create_index("a")
+    with pytest.raises(OperationFailure, match="Index already exists with a different name: a_1") as info:
         await coll.create_index("a", name="other")
     assert info.value.code == 85
-    # A different partial filter makes a distinct index.
+    with pytest.raises(OperationFailure, match="equivalent index already exists") as info:
+        await coll.create_index("a", name="other", expireAfterSeconds=5)
+    assert info.value.code == 85
+    assert [i["name"] for i in await _listing(coll)] == ["_id_", "a_1"]
+
+
+async def test_other_signature_under_another_name_is_a_new_index(coll: InMemoryCollection) -> None:
+    await coll.create_index("a")
+    await coll.create_index("a", name="sparse", sparse=True)
+    await coll.create_index("a", name="unique", unique=True)
+    await coll.create_index("a", name="unique_sparse", unique=True, sparse=True)
     await coll.create_index("a", name="partial", partialFilterExpression={"k": 1})
+    await coll.create_index("a", name="collated", collation={"locale": "en"})
+    await coll.create_index([("b", 1), ("a", 1)], name="ba")
+    await coll.create_index([("a", 1), ("b", 1)], name="ab")
+    assert [i["name"] for i in await _listing(coll)] == [
+        "_id_",
+        "a_1",
+        "sparse",
+        "unique",
+        "unique_sparse",
+        "partial",
+        "collated",
+        "ba",
+        "ab",
+    ]
+    # The unique one is enforced; the others are not.
+    await coll.insert_one({"a": 1})
+    with pytest.raises(DuplicateKeyError, match="index: unique "):
+        await coll.insert_one({"a": 1})
 
 
 async def test_compound_ttl_index_is_rejected(coll: InMemoryCollection) -> None:

@@ -6,6 +6,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 import pytest
+from bson.int64 import Int64
 from pymongo import ReturnDocument
 from pymongo.errors import WriteError
 
@@ -115,12 +116,20 @@ async def test_find_one_and_update_honours_sort(coll: InMemoryCollection) -> Non
         ({"$type": "$a"}, "int"),
         ({"$type": "$missing"}, "missing"),
         ("$sub.x", "deep"),
+        ({"$ne": ["$a", 1]}, False),
+        ({"$gte": ["$b", 3]}, True),
+        # BSON orders null below every date (the counter's "grace over" test relies on it).
+        ({"$gte": ["$d", None]}, True),
+        ({"$gte": [None, "$d"]}, False),
+        ({"$max": [{"$ifNull": ["$missing", "$d"]}, datetime(2023, 1, 1)]}, datetime(2024, 1, 1)),
+        ({"$add": ["$d", 1500]}, datetime(2024, 1, 1, 0, 0, 1, 500000)),
+        ({"$type": "$d"}, "date"),
     ],
 )
 async def test_expressions_a_sequence_counter_uses(
     coll: InMemoryCollection, expression: Any, expected: Any
 ) -> None:
-    await coll.insert_one({"_id": 1, "a": 1, "b": 3, "sub": {"x": "deep"}})
+    await coll.insert_one({"_id": 1, "a": 1, "b": 3, "sub": {"x": "deep"}, "d": datetime(2024, 1, 1)})
     after = await _after(coll, {"_id": 1}, [{"$set": {"out": expression}}])
     assert after is not None
     assert after["out"] == expected
@@ -211,3 +220,42 @@ async def test_not_takes_its_documented_one_element_list(coll: InMemoryCollectio
         "listed_expression": True,
         "bare": False,
     }
+
+
+async def test_arithmetic_keeps_the_servers_integer_widths(coll: InMemoryCollection) -> None:
+    # A 64-bit operand makes a 64-bit result, 32-bit ones a 32-bit result unless it overflows, and
+    # a 64-bit overflow in $add a double; $max returns its operand as it is. pymongo hands int64
+    # back as bson's Int64 and int32 as int.
+    await coll.insert_many(
+        [
+            {"_id": "int", "n": 3},
+            {"_id": "long", "n": Int64(3)},
+            {"_id": "edge", "n": 2**31 - 1},
+            {"_id": "top", "n": Int64(2**63 - 1)},
+        ]
+    )
+    plus_one = [{"$set": {"n": {"$add": ["$n", 1]}}}]
+    floored = [{"$set": {"n": {"$add": [{"$max": ["$n", Int64(5)]}, 1]}}}]
+    cases: list[tuple[str, Any, Any, type]] = [
+        ("int", plus_one, 4, int),
+        ("int", floored, 6, Int64),
+        ("int", {"$inc": {"n": 1}}, 7, Int64),
+        ("long", plus_one, 4, Int64),
+        ("long", {"$inc": {"n": 1}}, 5, Int64),
+        ("long", [{"$set": {"n": {"$subtract": ["$n", 1]}}}], 4, Int64),
+        ("long", [{"$set": {"n": {"$multiply": ["$n", 2]}}}], 8, Int64),
+        ("edge", plus_one, 2**31, Int64),
+        ("top", plus_one, float(2**63), float),
+    ]
+    for _id, update, value, width in cases:
+        after = await _after(coll, {"_id": _id}, update)
+        assert (after["n"], type(after["n"])) == (value, width), (_id, update)
+        (stored,) = [d for d in coll.stored_documents() if d["_id"] == _id]
+        assert type(stored["n"]) is width
+    assert (await _after(coll, {"_id": "new"}, {"$inc": {"n": Int64(1)}}, upsert=True))[
+        "n"
+    ].__class__ is Int64
+    assert (await _after(coll, {"_id": "new32"}, {"$inc": {"n": 1}}, upsert=True))["n"].__class__ is int
+    # An upsert seeded from the filter keeps the filter's width.
+    seeded = await _after(coll, {"_id": "seed", "n": Int64(1)}, {"$inc": {"n": 1}}, upsert=True)
+    assert type(seeded["n"]) is Int64
