@@ -12,6 +12,7 @@ the format: specs/engine-file-format.md.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 from collections.abc import Generator, Hashable, Iterator, Mapping
 from pathlib import Path
@@ -34,6 +35,7 @@ Namespace = tuple[str, str]
 # Compaction waits until superseded records outweigh the live documents by this much, so a small
 # file is never rewritten and the rewriting costs at most a constant per byte appended.
 COMPACTION_SLACK = 1024 * 1024
+_NO_BATCH = contextlib.nullcontext()
 
 
 def _id_key(value: Any) -> Hashable:
@@ -166,7 +168,8 @@ class Journal:
 
     def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
         """A journal for ``path``; nothing is opened until :meth:`load`."""
-        self.path = None if path is None else Path(os.fspath(path)).absolute()
+        # Resolved, so two spellings of one file (a symlink, a relative path) share one lock.
+        self.path = None if path is None else Path(os.fspath(path)).resolve()
         self._client: InMemoryMongoClient | None = None
         self._lock: FileLock | None = None
         self._fd: int | None = None
@@ -196,6 +199,9 @@ class Journal:
         """
         if self.path is None:
             raise ValueError("a journal without a path has nothing to load")
+        if not self.path.parent.is_dir():
+            missing = str(self.path.parent)
+            raise FileNotFoundError(errno.ENOENT, "no such directory for the engine file", missing)
         self._client = client
         self._lock = FileLock(self.path)
         try:
@@ -213,16 +219,16 @@ class Journal:
         return log
 
     # -- writing ------------------------------------------------------------------------------------
-    @contextlib.contextmanager
-    def batch(self) -> Generator[None]:
+    def batch(self) -> contextlib.AbstractContextManager[None]:
         """Write the records made inside as one append, synced once, when the outermost batch ends.
 
         The records are written even when the block raises: they describe changes already made
         to the engine's memory (an ``insert_many`` that stopped half-way stored its first half).
         """
-        if not self.enabled:
-            yield
-            return
+        return self._batch() if self.enabled else _NO_BATCH
+
+    @contextlib.contextmanager
+    def _batch(self) -> Generator[None]:
         self._check_usable()
         self._depth += 1
         try:

@@ -45,7 +45,7 @@ def write(path: Path, data: bytes) -> None:
 
 @pytest.fixture
 def path(tmp_path: Path) -> Path:
-    return tmp_path / "engine.journal"
+    return tmp_path.resolve() / "engine.journal"
 
 
 async def snapshot(client: InMemoryMongoClient) -> dict[str, Any]:
@@ -80,10 +80,10 @@ async def write_everything(client: InMemoryMongoClient) -> None:
     await runs.drop_index("to_drop")
     await runs.insert_many(
         [
+            {"_id": {"compound": 1}, "tenant": "v", "seq": 1},
             {"_id": 1, "tenant": "t", "seq": 1, "at": datetime(2026, 1, 2, 3, 4, 5, 678000)},
             {"_id": "two", "tenant": "t", "seq": 2, "blob": b"\x00\x01", "nested": {"a": [1, {"b": None}]}},
             {"_id": ObjectId(), "tenant": "u", "seq": 1},
-            {"_id": {"compound": 1}, "tenant": "v", "seq": 1},
             {"_id": 5, "tenant": "w", "seq": 9},
         ]
     )
@@ -128,9 +128,19 @@ async def test_reopening_restores_documents_indexes_collections_and_drops(path: 
     await reopened.close()
 
 
-async def test_every_write_is_in_the_file_before_the_call_returns(path: Path) -> None:
+async def test_every_write_is_in_the_file_before_the_call_returns(
+    path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     client = InMemoryMongoClient(path=path)
     coll = client["db"]["c"]
+    synced: list[int] = []
+    real_fsync = os.fsync
+
+    def counted_fsync(fd: int) -> None:
+        synced.append(fd)
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", counted_fsync)
     sizes = [size(path)]
     await coll.insert_one({"_id": 1})
     sizes.append(size(path))
@@ -142,6 +152,7 @@ async def test_every_write_is_in_the_file_before_the_call_returns(path: Path) ->
     sizes.append(size(path))
     assert sizes[0] == len(MAGIC)
     assert sizes[0] < sizes[1] < sizes[2] == sizes[3] < sizes[4]
+    assert len(synced) == 3, "one sync per operation that changed something, insert_many included"
     await client.close()
 
 
@@ -259,6 +270,22 @@ async def test_a_second_client_on_the_same_file_is_refused_until_the_first_close
     await second.close()
     with pytest.raises(InvalidOperation):
         await second["db"]["c"].insert_one({"_id": 2})
+
+
+def test_another_spelling_of_a_file_shares_its_lock(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    first = InMemoryMongoClient(path=path)
+    link = path.with_name("link.journal")
+    link.symlink_to(path)
+    monkeypatch.chdir(path.parent)
+    for spelling in (link, "engine.journal", "./link.journal"):
+        with pytest.raises(EngineFileLockedError, match=str(path)):
+            InMemoryMongoClient(path=spelling)
+    asyncio.run(first.close())
+
+
+def test_a_missing_directory_is_named(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match="no such directory"):
+        InMemoryMongoClient(path=tmp_path / "absent" / "engine.journal")
 
 
 _HOLDER = textwrap.dedent(
