@@ -75,7 +75,7 @@ def read_records(stream: BinaryIO, size: int) -> Iterator[tuple[dict[str, Any], 
         if _checksum(header[:4], payload) != checksum:
             if end == size:
                 return  # the last record, torn inside: its write never returned
-            return
+            raise Corruption(offset, "a record whose checksum does not match, followed by other records")
         try:
             record = _decode(payload, codec_options=STORAGE_OPTIONS)
         except BSONError as error:  # the checksum matched, so the writer wrote this
