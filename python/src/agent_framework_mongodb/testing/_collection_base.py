@@ -232,11 +232,10 @@ class CollectionBase(SettingsCarrier):
         if changed and as_mapping(pre["_id"]) is not None:
             # mongomock_ng cannot replace a document whose _id is a document: delete, re-insert.
             self._backend.delete_one({"_id": pre["_id"]})
-            self._log.delete(pre["_id"])  # the document moves to the end of the natural order
             self._backend.insert_one(dict(post))
+            self._log.put(post, moved=True)  # to the end of the natural order, as here
         elif changed:
             self._backend.replace_one({"_id": pre["_id"]}, dict(post))
-        if changed:
             self._log.put(post)
         return pre, post, None, changed
 

@@ -67,10 +67,17 @@ class NamespaceLog:
         self._journal = journal
         self._namespace = namespace
 
-    def put(self, document: Mapping[str, Any]) -> None:
-        """``document`` was stored: inserted, or in place of the stored one with its ``_id``."""
+    def put(self, document: Mapping[str, Any], *, moved: bool = False) -> None:
+        """``document`` was stored: inserted, or in place of the stored one with its ``_id``.
+
+        ``moved``: it replaced the stored one by taking the last place in the natural order. One
+        record, not a delete and a put, so a torn append cannot lose the document.
+        """
         if self._journal.enabled:
-            self._journal.append(self._namespace, {"op": "put", "doc": document})
+            record: dict[str, Any] = {"op": "put", "doc": document}
+            if moved:
+                record["moved"] = True
+            self._journal.append(self._namespace, record)
 
     def delete(self, document_id: Any) -> None:
         """The document with ``document_id`` was removed."""
@@ -124,7 +131,10 @@ class _Replay:
         op = record["op"]
         if op == "put":
             document = dict(record["doc"])
-            documents[_id_key(document["_id"])] = document
+            key = _id_key(document["_id"])
+            if record.get("moved"):
+                documents.pop(key, None)
+            documents[key] = document
             state.created = True
         elif op == "delete":
             documents.pop(_id_key(record["id"]), None)
