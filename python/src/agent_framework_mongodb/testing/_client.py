@@ -294,7 +294,7 @@ class InMemoryMongoClient(SettingsCarrier):
 
     @property
     def path(self) -> Path | None:
-        """The file the engine keeps its data in (absolute), or None for a memory-only engine."""
+        """The file the engine keeps its data in (resolved), or None for a memory-only engine."""
         return self.journal.path
 
     @property

@@ -25,7 +25,7 @@ from agent_framework_mongodb.testing import (
     _journal,
     expire_documents,
 )
-from agent_framework_mongodb.testing._journal_format import MAGIC
+from agent_framework_mongodb.testing._journal_format import MAGIC, frame
 
 PYTHON_DIR = Path(__file__).resolve().parents[3]
 
@@ -248,6 +248,15 @@ async def test_a_length_no_record_can_have_is_an_error(path: Path) -> None:
     write(path, MAGIC + (2**31).to_bytes(4, "little") + b"\x01" * 64)
     with pytest.raises(EngineFileCorruptedError, match="record length"):
         InMemoryMongoClient(path=path)
+
+
+def test_a_record_this_engine_cannot_apply_is_an_error(path: Path) -> None:
+    unknown = frame({"op": "frobnicate", "db": "db", "coll": "c"})
+    absent_index = frame({"op": "drop_index", "db": "db", "coll": "c", "name": "absent"})
+    for record in (unknown, absent_index):
+        write(path, MAGIC + record + frame({"op": "exists", "db": "db", "coll": "c"}))
+        with pytest.raises(EngineFileCorruptedError, match=rf"{path} holds a record this engine cannot"):
+            InMemoryMongoClient(path=path)
 
 
 async def test_a_file_of_another_format_is_refused_and_left_alone(path: Path) -> None:
