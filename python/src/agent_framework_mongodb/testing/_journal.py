@@ -53,6 +53,7 @@ def _sync_directory(directory: Path) -> None:
 
 
 def _write_all(fd: int, data: bytes) -> None:
+    """``os.write`` may write less than it is given (a signal, a nearly full disk); go on until all is out."""
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]
@@ -196,11 +197,6 @@ class Journal:
     @property
     def enabled(self) -> bool:
         return self._fd is not None
-
-    @property
-    def size(self) -> int:
-        """The file's size in bytes (0 when disabled)."""
-        return self._size
 
     def load(self, client: InMemoryMongoClient) -> None:
         """Lock the file, replay it into ``client`` (creating it when missing), keep it for appends.
