@@ -1,28 +1,36 @@
-"""Keep an Agent Framework workflow's checkpoints in MongoDB.
+"""Keep an Agent Framework workflow's checkpoints in MongoDB and resume the run in another process.
 
 Run from the repository root (see README.md, Quick start):
 
     python3 -m pip install --quiet uv && python3 -m uv run --directory python python ../samples/workflow_checkpoint_resume.py
 
-With ``MONGODB_URI`` set the sample uses that server; without it, the in-process engine from
-``agent_framework_mongodb.testing``. It says which.
+A large expense claim passes a policy check, then waits for a manager. This script runs each half
+of the story in a new Python process of its own (the same interpreter, this same file):
 
-A large expense claim passes a policy check, then waits for a manager. The run pauses there; its
-checkpoints are in MongoDB. A new storage and a new workflow instance, as a new process would
-build them, resume the run from MongoDB with the manager's answer and finish it.
+1. the first process starts the run, which pauses for the manager; its checkpoints are in
+   MongoDB, and the process exits;
+2. the second process, which shares nothing with the first but the database, loads the paused
+   run's latest checkpoint, resumes it with the manager's answer and finishes it.
+
+With ``MONGODB_URI`` set both processes use that server. Without it they use the in-process engine
+from ``agent_framework_mongodb.testing`` kept in a file in a temporary directory
+(``InMemoryMongoClient(path=...)``), so the second process finds what the first one saved. It says
+which, and every line says which process printed it.
 """  # noqa: E501 - the run command above is quoted verbatim from README.md
 
 import asyncio
+import contextlib
 import os
-from typing import TYPE_CHECKING
+import subprocess
+import sys
+import tempfile
+from collections.abc import AsyncIterator, Callable, Coroutine
+from pathlib import Path
 
 from agent_framework import Executor, Workflow, WorkflowBuilder, WorkflowContext, handler, response_handler
 
 from agent_framework_mongodb import MongoDBCheckpointStorage, MongoDBCheckpointStorageOptions
 from expense_models import ExpenseClaim
-
-if TYPE_CHECKING:
-    from agent_framework_mongodb.testing import InMemoryMongoClient
 
 WORKFLOW_NAME = "expense-approval"
 AUTO_APPROVE_LIMIT = 100.0
@@ -64,48 +72,89 @@ def build_workflow(storage: MongoDBCheckpointStorage) -> Workflow:
     return builder.add_edge(policy, manager).build()
 
 
-async def open_storage(engine: "InMemoryMongoClient | None") -> MongoDBCheckpointStorage:
-    """A storage on MONGODB_URI, or on the in-process engine when one is given."""
-    if engine is None:
-        return await MongoDBCheckpointStorage.connect(options=OPTIONS, wait_timeout=10)
-    return await MongoDBCheckpointStorage.connect(mongo_client=engine, options=OPTIONS)
+def say(text: str) -> None:
+    print(f"[process {os.getpid()}] {text}", flush=True)
 
 
-def choose_backend() -> "InMemoryMongoClient | None":
-    if os.environ.get("MONGODB_URI"):
-        print("Using the MongoDB server named by MONGODB_URI.")
-        return None
+@contextlib.asynccontextmanager
+async def open_storage(engine_file: str) -> AsyncIterator[MongoDBCheckpointStorage]:
+    """A storage on MONGODB_URI, or on the in-process engine kept in ``engine_file`` when one is named."""
+    if not engine_file:
+        async with await MongoDBCheckpointStorage.connect(options=OPTIONS, wait_timeout=10) as storage:
+            yield storage
+        return
     from agent_framework_mongodb.testing import InMemoryMongoClient
 
-    print("MONGODB_URI is not set: using the in-process engine (agent_framework_mongodb.testing).")
-    return InMemoryMongoClient()
+    # One process at a time may open the file; closing the client lets the next one in.
+    async with (
+        InMemoryMongoClient(path=engine_file) as engine,
+        await MongoDBCheckpointStorage.connect(mongo_client=engine, options=OPTIONS) as storage,
+    ):
+        yield storage
 
 
-async def main() -> None:
-    engine = choose_backend()
+async def start(engine_file: str) -> None:
+    """The first process: start the run, which pauses for the manager."""
     claim = ExpenseClaim("E-1001", "Dana", 1240.0, "conference travel")
-
-    async with await open_storage(engine) as storage:
+    async with open_storage(engine_file) as storage:
         await storage.ensure_indexes()  # a deploy-time step; see index_provisioning.py
         result = await build_workflow(storage).run(claim)
         request = result.get_request_info_events()[0]
-        print(f"Run paused: {claim.expense_id} waits for a manager (request {request.request_id[:8]}).")
         ids = await storage.list_checkpoint_ids(workflow_name=WORKFLOW_NAME)
-        print(f"{len(ids)} checkpoints in MongoDB: {', '.join(i[:8] for i in ids)}.")
+    say(f"Run started: {claim.expense_id} waits for a manager (request {request.request_id[:8]}).")
+    say(f"{len(ids)} checkpoints saved ({', '.join(i[:8] for i in ids)}); this process exits now.")
 
-    # Later, perhaps in another process: a new storage and a new workflow instance.
-    async with await open_storage(engine) as storage:
+
+async def resume(engine_file: str) -> None:
+    """The second process: a new storage and a new workflow instance resume the run from MongoDB."""
+    async with open_storage(engine_file) as storage:
         paused = await storage.get_latest(workflow_name=WORKFLOW_NAME)
-        if paused is None or request.request_id not in paused.pending_request_info_events:
-            raise SystemExit("The paused checkpoint is not in MongoDB.")
-        print(f"Resuming from checkpoint {paused.checkpoint_id[:8]} with the manager's answer.")
-        result = await build_workflow(storage).run(
-            checkpoint_id=paused.checkpoint_id, responses={request.request_id: "approved"}
-        )
-        print(f"Run finished: {result.get_outputs()[0]}")
+        if paused is None or not paused.pending_request_info_events:
+            raise SystemExit("No paused run in MongoDB: did the first process run?")
+        say(f"Resuming from checkpoint {paused.checkpoint_id[:8]} with the manager's answer.")
+        responses = dict.fromkeys(paused.pending_request_info_events, "approved")
+        result = await build_workflow(storage).run(checkpoint_id=paused.checkpoint_id, responses=responses)
+        say(f"Run finished: {result.get_outputs()[0]}")
         cleared = await storage.clear_run()
-        print(f"Cleared the run's {cleared.checkpoints_deleted} checkpoints.")
+        say(f"Cleared the run's {cleared.checkpoints_deleted} checkpoints.")
+
+
+PHASES: dict[str, Callable[[str], Coroutine[None, None, None]]] = {"start": start, "resume": resume}
+
+
+def run_in_new_process(phase: str, engine_file: str) -> None:
+    """Run one phase with this interpreter in a process of its own, and pass its output on."""
+    completed = subprocess.run(  # noqa: S603 - this interpreter and this file, fixed arguments
+        [sys.executable, str(Path(__file__).resolve()), phase, engine_file],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    print(completed.stdout, end="")
+    if completed.returncode != 0:
+        print(completed.stderr, end="", file=sys.stderr)
+        raise SystemExit(f"The {phase} process failed with exit status {completed.returncode}.")
+
+
+def main() -> None:
+    if os.environ.get("MONGODB_URI"):
+        say("Using the MongoDB server named by MONGODB_URI; each step runs in a new process.")
+        for phase in PHASES:
+            run_in_new_process(phase, "")
+        return
+    with tempfile.TemporaryDirectory() as directory:
+        engine_file = str(Path(directory) / "checkpoints.engine")
+        say(
+            "MONGODB_URI is not set: using the in-process engine (agent_framework_mongodb.testing)"
+            f" kept in {engine_file}; each step runs in a new process."
+        )
+        for phase in PHASES:
+            run_in_new_process(phase, engine_file)
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    if len(sys.argv) > 1:  # a phase, in the process main() started for it: PHASE ENGINE_FILE
+        phase, engine_file = sys.argv[1:]
+        asyncio.run(PHASES[phase](engine_file))
+    else:
+        main()

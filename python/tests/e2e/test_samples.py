@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import os
+import re
 import sys
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import cast
@@ -50,15 +52,36 @@ async def run_main(module: ModuleType) -> None:
     await main()
 
 
-async def test_demo_pauses_resumes_and_finishes(
+def test_demo_pauses_in_one_process_and_resumes_in_another(
     load_sample: Callable[[str], ModuleType], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    await run_main(load_sample("workflow_checkpoint_resume.py"))
-    out = capsys.readouterr().out
-    assert "in-process engine" in out
-    assert "paused" in out
-    assert "Resuming from checkpoint" in out
-    assert "Run finished: E-1001 (conference travel, $1,240.00): approved" in out
+    sample = load_sample("workflow_checkpoint_resume.py")
+    main = cast("Callable[[], None]", sample.main)
+    main()
+    lines = capsys.readouterr().out.splitlines()
+    said = [re.fullmatch(r"\[process (\d+)\] (.*)", line) for line in lines]
+    assert all(said), lines
+    pids = [int(match.group(1)) for match in said if match]
+    text = [match.group(2) for match in said if match]
+    assert "in-process engine" in text[0]
+    assert "waits for a manager" in text[1]
+    assert "Resuming from checkpoint" in text[3]
+    assert text[4] == "Run finished: E-1001 (conference travel, $1,240.00): approved"
+    assert text[5].startswith("Cleared the run's ")
+    # This process started the demo; the run paused in a second process and resumed in a third.
+    assert pids[0] == os.getpid()
+    assert pids[1] == pids[2] != pids[0]
+    assert pids[3] == pids[4] == pids[5] not in (pids[0], pids[1])
+    assert len(lines) == 6
+
+
+def test_demo_resume_without_a_paused_run_says_so(
+    load_sample: Callable[[str], ModuleType], tmp_path: Path
+) -> None:
+    sample = load_sample("workflow_checkpoint_resume.py")
+    resume = cast("Callable[[str], Coroutine[None, None, None]]", sample.resume)
+    with pytest.raises(SystemExit, match="No paused run"):
+        asyncio.run(resume(str(tmp_path / "empty.engine")))
 
 
 async def test_index_provisioning_names_the_indexes(

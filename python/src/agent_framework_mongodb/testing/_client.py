@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
+from pathlib import Path
 from types import TracebackType
 from typing import Any
 
@@ -21,6 +23,7 @@ from ._collection import InMemoryCollection
 from ._collection_base import unsupported
 from ._errors import command_error
 from ._faults import FaultPlan, HeldOperation
+from ._journal import Journal
 from ._options import ReadPreferenceMode, SettingsCarrier, client_settings
 from ._state import CollectionState
 from ._timeouts import current_deadline
@@ -219,6 +222,7 @@ class InMemoryDatabase(SettingsCarrier):
         await self._client.reach_server("create_collection", view.full_name)
         if not state.created:
             state.create(default)
+            self._client.journal.namespace(self._name, name).create(default)
         elif state.catalog.default_collation != default:
             raise command_error(48, f"Collection {view.full_name} already exists with different options")
         return view
@@ -245,9 +249,22 @@ class InMemoryMongoClient(SettingsCarrier):
     ``clock`` is the server's clock, read for ``$$NOW`` in updates: a callable returning an
     aware or naive-UTC ``datetime`` (the system clock by default). Tests that need time to pass
     on the server assign ``client.clock`` a controllable one.
+
+    ``path`` keeps the engine's data in that file (created when missing, replayed when it
+    exists): each write is synced to it before the call returns, and one client at a time, in any
+    process, may have it open (``EngineFileLockedError`` otherwise) until ``close()`` or the end
+    of its process. A development format, not a database: specs/engine-file-format.md.
     """
 
-    def __init__(self, host: Any = None, port: Any = None, *, tz_aware: bool = False, **options: Any) -> None:
+    def __init__(
+        self,
+        host: Any = None,
+        port: Any = None,
+        *,
+        tz_aware: bool = False,
+        path: str | os.PathLike[str] | None = None,
+        **options: Any,
+    ) -> None:
         self.tz_aware = tz_aware
         self.clock: Callable[[], datetime] = _system_clock
         parsed = client_settings(client_options(tz_aware=tz_aware), options)
@@ -261,6 +278,9 @@ class InMemoryMongoClient(SettingsCarrier):
         self._closed = False
         self._databases: dict[str, InMemoryDatabase] = {}
         self._states: dict[tuple[str, str], CollectionState] = {}
+        self.journal = Journal(path)
+        if path is not None:
+            self.journal.load(self)  # replays into this client, so everything above must exist
 
     def collection_state(self, database: str, name: str) -> CollectionState:
         """The state every view of ``database.name`` shares, made on first use."""
@@ -275,7 +295,14 @@ class InMemoryMongoClient(SettingsCarrier):
         return sorted(name for (db, name), state in self._states.items() if db == database and state.created)
 
     def __repr__(self) -> str:
+        if self.journal.path is not None:
+            return f"InMemoryMongoClient(tz_aware={self.tz_aware}, path={str(self.journal.path)!r})"
         return f"InMemoryMongoClient(tz_aware={self.tz_aware})"
+
+    @property
+    def path(self) -> Path | None:
+        """The file the engine keeps its data in (resolved), or None for a memory-only engine."""
+        return self.journal.path
 
     @property
     def closed(self) -> bool:
@@ -372,6 +399,7 @@ class InMemoryMongoClient(SettingsCarrier):
         await asyncio.sleep(0)
         self.close_count += 1
         self._closed = True
+        self.journal.close()
 
     async def __aenter__(self) -> InMemoryMongoClient:
         return self

@@ -65,6 +65,7 @@ class CollectionBase(SettingsCarrier):
         self._name = name
         self._settings = database.settings.derive(codec_options, read_preference, write_concern, read_concern)
         self._state = database.client.collection_state(database.name, name)
+        self._log = database.client.journal.namespace(database.name, name)  # file-backed mode's records
 
     @property
     def name(self) -> str:
@@ -122,11 +123,12 @@ class CollectionBase(SettingsCarrier):
         duplicate key or a bad update; errors raised client-side (a document that BSON cannot
         encode, an injected network fault) still reach it.
         """
-        if self._acknowledged:
-            return write()
-        with contextlib.suppress(OperationFailure):
-            write()
-        return None
+        with self._database.client.journal.batch():  # durable in the file before returning
+            if self._acknowledged:
+                return write()
+            with contextlib.suppress(OperationFailure):
+                write()
+            return None
 
     def _check_default_collation(self, collation: CollationArg) -> None:
         """Refuse a query that would use the collection's non-simple default collation.
@@ -187,6 +189,7 @@ class CollectionBase(SettingsCarrier):
         if spec is not None:
             raise duplicate_write_error(self._state.catalog.duplicate_key(spec, stored), index=index)
         self._backend.insert_one(stored)
+        self._log.put(stored)
         self._state.unique.apply(specs, None, stored)
         self._state.created = True
 
@@ -229,6 +232,7 @@ class CollectionBase(SettingsCarrier):
         self._state.unique.apply(specs, pre, post)
         if pre is None:
             self._backend.insert_one(dict(post))
+            self._log.put(post)
             self._state.created = True
             return None, post, post["_id"], True
         changed = not same_bson(pre, post)
@@ -236,8 +240,10 @@ class CollectionBase(SettingsCarrier):
             # mongomock_ng cannot replace a document whose _id is a document: delete, re-insert.
             self._backend.delete_one({"_id": pre["_id"]})
             self._backend.insert_one(dict(post))
+            self._log.put(post, moved=True)  # to the end of the natural order, as here
         elif changed:
             self._backend.replace_one({"_id": pre["_id"]}, dict(post))
+            self._log.put(post)
         return pre, post, None, changed
 
     def delete_matching(self, filter_: Filter) -> int:
@@ -249,11 +255,21 @@ class CollectionBase(SettingsCarrier):
 
     def _delete_stored(self, document: Mapping[str, Any]) -> None:
         self._backend.delete_one({"_id": document["_id"]})
+        self._log.delete(document["_id"])
         self._state.unique.apply(self._state.catalog.unique_specs(), document, None)
 
     def stored_documents(self) -> list[dict[str, Any]]:
         """A copy of the stored documents, datetimes as naive UTC as the server keeps them."""
         return self._query(None)
+
+    def restore_documents(self, documents: Sequence[dict[str, Any]]) -> None:
+        """Store ``documents`` as they are, in this order, without checks (the file-backed replay).
+
+        Nothing is recorded; the caller restores the catalog and existence itself.
+        """
+        if documents:
+            self._backend.insert_many(list(documents))
+        self._state.unique.invalidate()
 
     def index_specs(self) -> list[dict[str, Any]]:
         """The index definitions (without ``v``), ``_id_`` first; empty before the collection exists."""
@@ -289,9 +305,11 @@ class CollectionBase(SettingsCarrier):
                     if dup is not None:
                         raise duplicate_command_error(dup, prefix="Index build failed: ")
                 self._state.catalog.add(spec)
+                self._log.add_index(spec)
                 self._state.unique.invalidate()
             names.append(str(model.document["name"]))
         self._state.created = True
+        self._log.exists()
         return names
 
     async def list_indexes(self, *, session: object = None, **extra: Any) -> InMemoryCommandCursor:
@@ -318,11 +336,13 @@ class CollectionBase(SettingsCarrier):
         if not self._state.created:
             raise command_error(26, f"ns not found {self.full_name}")
         self._state.catalog.drop(name)
+        self._log.drop_index(name)
         self._state.unique.invalidate()
 
     async def drop_indexes(self, *, session: object = None, **_ignored: Any) -> None:
         await self._enter("drop_indexes", session)
         self._state.catalog.drop_all()
+        self._log.drop_indexes()
         self._state.unique.invalidate()
 
     async def drop(self, *, session: object = None, **extra: Any) -> None:
@@ -334,3 +354,4 @@ class CollectionBase(SettingsCarrier):
         """Forget documents and indexes, as dropping the collection does."""
         self._backend.drop()
         self._state.reset()
+        self._log.drop()

@@ -46,4 +46,5 @@ def expire_documents(collection: InMemoryCollection, *, now: datetime) -> int:
                 doomed.append(document["_id"])
     if not doomed:
         return 0
-    return collection.delete_matching({"_id": {"$in": doomed}})
+    with collection.database.client.journal.batch():  # one synced append in the file-backed mode
+        return collection.delete_matching({"_id": {"$in": doomed}})
