@@ -359,10 +359,7 @@ class MongoDBCheckpointStorage(CheckpointStorage):
             MongoDBConfigurationError: The workflow, cursor or limit is not valid here.
         """
         with self._operation("list_checkpoint_page") as record:
-            self._require_workflow(workflow_name)
-            size = resolve_limit(limit, self._options)
-            after = None if cursor is None else decode_cursor(self._scope, cursor)
-            documents = await self._fetch_page(PAYLOAD_PROJECTION, after=after, limit=size)
+            documents, size = await self._requested_page(PAYLOAD_PROJECTION, workflow_name, cursor, limit)
             checkpoints = tuple(self._decode(document) for document in documents)
             record.result_count = len(checkpoints)
             return MongoDBCheckpointPage(checkpoints, self._next_cursor(documents, size))
@@ -379,10 +376,8 @@ class MongoDBCheckpointStorage(CheckpointStorage):
             MongoDBConfigurationError: The workflow, cursor or limit is not valid here.
         """
         with self._operation("list_checkpoint_summaries") as record:
-            self._require_workflow(workflow_name)
-            size = resolve_limit(limit, self._options)
-            after = None if cursor is None else decode_cursor(self._scope, cursor)
-            documents = await self._fetch_page(CHECKPOINT_SUMMARY_PROJECTION, after=after, limit=size)
+            projection = CHECKPOINT_SUMMARY_PROJECTION
+            documents, size = await self._requested_page(projection, workflow_name, cursor, limit)
             summaries = tuple(checkpoint_summary_of(document) for document in documents)
             record.result_count = len(summaries)
             return MongoDBCheckpointSummaryPage(summaries, self._next_cursor(documents, size))
@@ -659,6 +654,15 @@ class MongoDBCheckpointStorage(CheckpointStorage):
         with translated_driver_errors(operation="read", action=action):
             count_round_trip()
             return await self._collection.find_one(query, projection, sort=sort, collation=SIMPLE_COLLATION)
+
+    async def _requested_page(
+        self, projection: Mapping[str, int], workflow_name: object, cursor: object, limit: object
+    ) -> tuple[list[Document], int]:
+        """Check a page request (no I/O), then fetch its documents: (documents, page size)."""
+        self._require_workflow(workflow_name)
+        size = resolve_limit(limit, self._options)
+        after = None if cursor is None else decode_cursor(self._scope, cursor)
+        return await self._fetch_page(projection, after=after, limit=size), size
 
     async def _fetch_page(
         self, projection: Mapping[str, int], *, after: PagePosition | None, limit: int
