@@ -27,6 +27,7 @@ decodes every file of the run (it is ``list_checkpoints`` plus ``max``), so it g
 Contenders are interleaved per repetition, ``gc.collect()`` runs before every timed call and GC
 stays enabled. It also counts round trips per operation (over the engine) and measures the save
 throughput of 50 concurrent runs sharing one instant collection.
+It ends with the long-run section of ``benchmarks.long_runs`` (issue 13; its own docstring).
 
 Targets (issue 8): mongo-client and mongo-signed ``save`` <= 0.9x and ``load`` <= 0.5x
 ``FileCheckpointStorage`` on the 200- and 2000-message checkpoints.
@@ -59,6 +60,7 @@ from agent_framework_mongodb.testing import InMemoryMongoClient
 from benchmarks._doubles import CountingCollection, InstantCollection
 from benchmarks._report import machine_facts, markdown_table
 from benchmarks.checkpoints import CONVERSATION_SIZES, build_checkpoint
+from benchmarks.long_runs import FULL, QUICK, long_run_section
 
 __all__ = ["main"]
 
@@ -480,6 +482,7 @@ work is CPU-bound in one event loop, so concurrency adds no speed, only overlap.
 
 {throughput}
 """
+    report += "\n" + await long_run_section(QUICK if settings.quick else FULL)
     if profile:
         report += f"\n## Where the time goes (cProfile, client-side)\n\n```text\n{profile}\n```\n"
     return report
