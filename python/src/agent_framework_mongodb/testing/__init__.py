@@ -10,6 +10,7 @@ from ._client import InMemoryDatabase, InMemoryMongoClient
 from ._collection import InMemoryCollection
 from ._cursor import InMemoryCommandCursor, InMemoryCursor
 from ._faults import FaultPlan, HeldOperation
+from ._scheduling import Scheduling
 from ._ttl import expire_documents
 
 __all__ = [
@@ -20,5 +21,6 @@ __all__ = [
     "InMemoryCursor",
     "InMemoryDatabase",
     "InMemoryMongoClient",
+    "Scheduling",
     "expire_documents",
 ]

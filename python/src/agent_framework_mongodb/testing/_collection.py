@@ -75,17 +75,17 @@ class InMemoryCollection(CollectionBase):
         return cursor.hint(hint).batch_size(batch_size)
 
     async def _run_cursor(self, cursor: InMemoryCursor) -> list[dict[str, Any]]:
-        await self._enter("find")
-        self._check_default_collation(cursor.collation_value)
-        self._check_hint(cursor.hint_value)
-        documents = self._query(
-            cursor.filter,
-            sort=cursor.sort_spec,
-            skip=cursor.skip_value,
-            limit=abs(cursor.limit_value),
-            projection=projection_spec(cursor.projection),
-        )
-        return [self._out(document) for document in documents]
+        async with self._round_trip("find"):
+            self._check_default_collation(cursor.collation_value)
+            self._check_hint(cursor.hint_value)
+            documents = self._query(
+                cursor.filter,
+                sort=cursor.sort_spec,
+                skip=cursor.skip_value,
+                limit=abs(cursor.limit_value),
+                projection=projection_spec(cursor.projection),
+            )
+            return [self._out(document) for document in documents]
 
     async def find_one(
         self,
@@ -102,13 +102,13 @@ class InMemoryCollection(CollectionBase):
         check_collation(collation)
         mapping = as_mapping(filter)
         query = mapping if mapping is not None or filter is None else {"_id": filter}  # a bare _id
-        await self._enter("find_one", session)
-        self._check_default_collation(collation)
-        self._check_hint(hint)
-        found = self._query(
-            query, sort=normalize_sort(sort), skip=skip, limit=1, projection=projection_spec(projection)
-        )
-        return self._out(found[0]) if found else None
+        async with self._round_trip("find_one", session):
+            self._check_default_collation(collation)
+            self._check_hint(hint)
+            found = self._query(
+                query, sort=normalize_sort(sort), skip=skip, limit=1, projection=projection_spec(projection)
+            )
+            return self._out(found[0]) if found else None
 
     async def count_documents(
         self,
@@ -122,23 +122,23 @@ class InMemoryCollection(CollectionBase):
         **_ignored: Any,
     ) -> int:
         check_collation(collation)
-        await self._enter("count_documents", session)
-        self._check_default_collation(collation)
-        self._check_hint(hint)
-        count = len(self._query(filter))
-        if skip is not None:
-            if skip < 0:
-                raise command_error(15956, "Argument to $skip cannot be negative")
-            count = max(count - skip, 0)
-        if limit is not None:
-            if limit <= 0:
-                raise command_error(15958, "the limit must be positive")
-            count = min(count, limit)
-        return count
+        async with self._round_trip("count_documents", session):
+            self._check_default_collation(collation)
+            self._check_hint(hint)
+            count = len(self._query(filter))
+            if skip is not None:
+                if skip < 0:
+                    raise command_error(15956, "Argument to $skip cannot be negative")
+                count = max(count - skip, 0)
+            if limit is not None:
+                if limit <= 0:
+                    raise command_error(15958, "the limit must be positive")
+                count = min(count, limit)
+            return count
 
     async def estimated_document_count(self, **_ignored: Any) -> int:
-        await self._enter("estimated_document_count")
-        return len(self._query(None))
+        async with self._round_trip("estimated_document_count"):
+            return len(self._query(None))
 
     # -- writes -----------------------------------------------------------------------------------
     async def insert_one(
@@ -148,9 +148,9 @@ class InMemoryCollection(CollectionBase):
             raise TypeError("document must be an instance of dict, bson.son.SON, or another MutableMapping")
         if "_id" not in document:
             document["_id"] = ObjectId()  # pymongo sets the _id on the caller's document
-        await self._enter("insert_one", session)
-        stored = to_storage_for_insert(document)
-        self._write(lambda: self._insert_stored(stored))
+        async with self._round_trip("insert_one", session):
+            stored = to_storage_for_insert(document)
+            self._write(lambda: self._insert_stored(stored))
         return InsertOneResult(document["_id"], acknowledged=self._acknowledged)
 
     async def insert_many(
@@ -166,9 +166,9 @@ class InMemoryCollection(CollectionBase):
         for document in documents:
             if "_id" not in document:
                 document["_id"] = ObjectId()
-        await self._enter("insert_many", session)
-        stored = [to_storage_for_insert(document) for document in documents]
-        self._write(lambda: self._insert_all(documents, stored, ordered=ordered))
+        async with self._round_trip("insert_many", session):
+            stored = [to_storage_for_insert(document) for document in documents]
+            self._write(lambda: self._insert_all(documents, stored, ordered=ordered))
         return InsertManyResult([document["_id"] for document in documents], acknowledged=self._acknowledged)
 
     def _insert_all(
@@ -226,9 +226,11 @@ class InMemoryCollection(CollectionBase):
             raise ConfigurationError(
                 "Must be connected to MongoDB 8.0+ to use sort on unacknowledged update commands."
             )
-        await self._enter("update_one", session)
-        self._check_default_collation(collation)
-        outcome = self._write(lambda: self._update_one(filter, update, upsert=upsert, hint=hint, sort=sort))
+        async with self._round_trip("update_one", session):
+            self._check_default_collation(collation)
+            outcome = self._write(
+                lambda: self._update_one(filter, update, upsert=upsert, hint=hint, sort=sort)
+            )
         if outcome is None:
             return UpdateResult(None, acknowledged=False)
         return UpdateResult(outcome, acknowledged=True)
@@ -268,8 +270,6 @@ class InMemoryCollection(CollectionBase):
     ) -> dict[str, Any] | None:
         self._check_write_collation(collation)
         unsupported(array_filters=array_filters, let=let)
-        await self._enter("find_one_and_update", session)
-        self._check_default_collation(collation)
 
         def run() -> dict[str, Any] | None:
             self._check_hint(hint)
@@ -277,8 +277,10 @@ class InMemoryCollection(CollectionBase):
             chosen = post if return_document == ReturnDocument.AFTER else pre
             return self._project(chosen, projection)
 
-        # Unacknowledged, pymongo reads no reply and returns None (its fake reply has no "value").
-        return self._write(run)
+        async with self._round_trip("find_one_and_update", session):
+            self._check_default_collation(collation)
+            # Unacknowledged, pymongo reads no reply and returns None (its fake reply has no "value").
+            return self._write(run)
 
     async def delete_one(
         self,
@@ -290,8 +292,6 @@ class InMemoryCollection(CollectionBase):
         **_ignored: Any,
     ) -> DeleteResult:
         self._check_write_collation(collation)
-        await self._enter("delete_one", session)
-        self._check_default_collation(collation)
 
         def run() -> int:
             self._check_hint(hint)
@@ -300,7 +300,9 @@ class InMemoryCollection(CollectionBase):
                 self._delete_stored(document)
             return len(found)
 
-        return self._delete_result(self._write(run))
+        async with self._round_trip("delete_one", session):
+            self._check_default_collation(collation)
+            return self._delete_result(self._write(run))
 
     async def delete_many(
         self,
@@ -312,14 +314,14 @@ class InMemoryCollection(CollectionBase):
         **_ignored: Any,
     ) -> DeleteResult:
         self._check_write_collation(collation)
-        await self._enter("delete_many", session)
-        self._check_default_collation(collation)
 
         def run() -> int:
             self._check_hint(hint)
             return self.delete_matching(filter)
 
-        return self._delete_result(self._write(run))
+        async with self._round_trip("delete_many", session):
+            self._check_default_collation(collation)
+            return self._delete_result(self._write(run))
 
     def _delete_result(self, deleted: int | None) -> DeleteResult:
         if deleted is None:

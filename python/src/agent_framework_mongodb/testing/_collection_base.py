@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from bson.codec_options import CodecOptions
@@ -147,11 +147,14 @@ class CollectionBase(SettingsCarrier):
     def _backend(self) -> Any:
         return self._database.backend[self._name]
 
-    async def _enter(self, operation: str, session: object = None) -> None:
+    @contextlib.asynccontextmanager
+    async def _round_trip(self, operation: str, session: object = None) -> AsyncGenerator[None, None]:
+        """One operation sent to the server; the body, which must not await, runs atomically there."""
         await asyncio.sleep(0)  # every operation lets other tasks run before it executes atomically
         unsupported(session=session)
         self._database.client.check_open()
-        await self._database.client.reach_server(operation, self.full_name)
+        async with self._database.client.round_trip(operation, self.full_name):
+            yield
 
     def _out(self, document: Mapping[str, Any]) -> dict[str, Any]:
         return to_client(document, self._settings.codec_options)
@@ -271,7 +274,10 @@ class CollectionBase(SettingsCarrier):
             given = cast("object", model)
             if not isinstance(given, IndexModel):
                 raise TypeError(f"{model!r} is not an instance of pymongo.operations.IndexModel")
-        await self._enter(operation, session)
+        async with self._round_trip(operation, session):
+            return self._build_indexes(indexes)
+
+    def _build_indexes(self, indexes: Sequence[IndexModel]) -> list[str]:
         documents = self._query(None)
         names: list[str] = []
         for model in indexes:
@@ -288,12 +294,12 @@ class CollectionBase(SettingsCarrier):
         return names
 
     async def list_indexes(self, *, session: object = None, **_ignored: Any) -> InMemoryCommandCursor:
-        await self._enter("list_indexes", session)
-        return InMemoryCommandCursor(self._state.catalog.listing() if self._state.created else [])
+        async with self._round_trip("list_indexes", session):
+            return InMemoryCommandCursor(self._state.catalog.listing() if self._state.created else [])
 
     async def index_information(self, *, session: object = None, **_ignored: Any) -> dict[str, Any]:
-        await self._enter("index_information", session)
-        listing = self._state.catalog.listing() if self._state.created else []
+        async with self._round_trip("index_information", session):
+            listing = self._state.catalog.listing() if self._state.created else []
         return {
             spec["name"]: {**{k: v for k, v in spec.items() if k != "name"}, "key": list(spec["key"].items())}
             for spec in listing
@@ -305,20 +311,20 @@ class CollectionBase(SettingsCarrier):
             name = "_".join(f"{field}_{direction}" for field, direction in normalize_sort(index_or_name))
         if name == "*":
             raise OperationFailure("use drop_indexes() to drop all indexes")
-        await self._enter("drop_index", session)
-        if not self._state.created:
-            raise command_error(26, f"ns not found {self.full_name}")
-        self._state.catalog.drop(name)
-        self._state.unique.invalidate()
+        async with self._round_trip("drop_index", session):
+            if not self._state.created:
+                raise command_error(26, f"ns not found {self.full_name}")
+            self._state.catalog.drop(name)
+            self._state.unique.invalidate()
 
     async def drop_indexes(self, *, session: object = None, **_ignored: Any) -> None:
-        await self._enter("drop_indexes", session)
-        self._state.catalog.drop_all()
-        self._state.unique.invalidate()
+        async with self._round_trip("drop_indexes", session):
+            self._state.catalog.drop_all()
+            self._state.unique.invalidate()
 
     async def drop(self, *, session: object = None, **_ignored: Any) -> None:
-        await self._enter("drop", session)
-        self.reset()
+        async with self._round_trip("drop", session):
+            self.reset()
 
     def reset(self) -> None:
         """Forget documents and indexes, as dropping the collection does."""
