@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 from pymongo import ReadPreference
 from pymongo.read_concern import ReadConcern
 from pymongo.write_concern import WriteConcern
 
 from agent_framework_mongodb.testing import InMemoryCollection
+
+pytestmark = pytest.mark.seeded_engine  # run under each engine scheduling seed (tests/conftest.py)
 
 
 async def test_concurrent_upserts_on_a_unique_key_never_race(coll: InMemoryCollection) -> None:
