@@ -321,13 +321,14 @@ class InMemoryMongoClient(SettingsCarrier):
 
     @contextlib.asynccontextmanager
     async def round_trip(self, operation: str, collection: str | None) -> AsyncGenerator[None, None]:
-        """One request and its reply; the body is what the server runs, and must not await.
+        """One request and its reply; the body is what the server runs, atomically unless it awaits.
 
         First the client-side operation timeout: past its deadline pymongo does not send at all.
         Then, with ``scheduling``, the request's latency. Then a hold, which the deadline cuts
         short with the socket-read timeout pymongo raises (the held call never runs), and a queued
-        fault. The body runs next, atomically; with ``scheduling`` its result or error reaches the
-        caller only after the reply's latency, during which other operations run.
+        fault. The body runs next (only an upsert's insert race awaits in it, with ``scheduling``);
+        with ``scheduling`` its result or error reaches the caller only after the reply's latency,
+        during which other operations run.
         """
         deadline = current_deadline(self.timeout)
         if deadline.expired:

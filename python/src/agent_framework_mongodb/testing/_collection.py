@@ -228,19 +228,27 @@ class InMemoryCollection(CollectionBase):
             )
         async with self._round_trip("update_one", session):
             self._check_default_collation(collation)
+            missed = await self._upsert_missed(filter, sort, upsert=upsert)
             outcome = self._write(
-                lambda: self._update_one(filter, update, upsert=upsert, hint=hint, sort=sort)
+                lambda: self._update_one(filter, update, upsert=upsert, hint=hint, sort=sort, missed=missed)
             )
         if outcome is None:
             return UpdateResult(None, acknowledged=False)
         return UpdateResult(outcome, acknowledged=True)
 
     def _update_one(
-        self, filter_: Filter, update: Update, *, upsert: bool, hint: Hint, sort: SortSpec | None
+        self,
+        filter_: Filter,
+        update: Update,
+        *,
+        upsert: bool,
+        hint: Hint,
+        sort: SortSpec | None,
+        missed: bool,
     ) -> dict[str, Any]:
         self._check_hint(hint)
-        pre, post, upserted_id, modified = self._update(
-            filter_, update, upsert=upsert, sort=sort, command=False
+        pre, post, upserted_id, modified = self._upsert_or_update(
+            filter_, update, upsert=upsert, sort=sort, command=False, missed=missed
         )
         raw: dict[str, Any] = {
             "n": 0 if post is None else 1,
@@ -271,16 +279,19 @@ class InMemoryCollection(CollectionBase):
         self._check_write_collation(collation)
         unsupported(array_filters=array_filters, let=let)
 
-        def run() -> dict[str, Any] | None:
+        def run(missed: bool) -> dict[str, Any] | None:
             self._check_hint(hint)
-            pre, post, _, _ = self._update(filter, update, upsert=upsert, sort=sort, command=True)
+            pre, post, _, _ = self._upsert_or_update(
+                filter, update, upsert=upsert, sort=sort, command=True, missed=missed
+            )
             chosen = post if return_document == ReturnDocument.AFTER else pre
             return self._project(chosen, projection)
 
         async with self._round_trip("find_one_and_update", session):
             self._check_default_collation(collation)
+            missed = await self._upsert_missed(filter, sort, upsert=upsert)
             # Unacknowledged, pymongo reads no reply and returns None (its fake reply has no "value").
-            return self._write(run)
+            return self._write(lambda: run(missed))
 
     async def delete_one(
         self,

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 from bson.codec_options import CodecOptions
 from pymongo import IndexModel
 from pymongo.collation import Collation
-from pymongo.errors import ConfigurationError, OperationFailure
+from pymongo.errors import ConfigurationError, DuplicateKeyError, OperationFailure
 from pymongo.read_concern import ReadConcern
 from pymongo.write_concern import WriteConcern
 
@@ -21,7 +21,9 @@ from ._cursor import InMemoryCommandCursor, normalize_sort
 from ._errors import command_error, duplicate_command_error, duplicate_write_error, write_error
 from ._faults import HeldOperation
 from ._options import ReadPreferenceMode, SettingsCarrier
+from ._scheduling import pass_turns
 from ._updates import compute_post_image, validate_update
+from ._upsert_race import server_retries
 
 if TYPE_CHECKING:
     from ._client import InMemoryDatabase
@@ -149,7 +151,7 @@ class CollectionBase(SettingsCarrier):
 
     @contextlib.asynccontextmanager
     async def _round_trip(self, operation: str, session: object = None) -> AsyncGenerator[None, None]:
-        """One operation sent to the server; the body, which must not await, runs atomically there."""
+        """One operation sent to the server; the body runs there, atomically unless it awaits."""
         await asyncio.sleep(0)  # every operation lets other tasks run before it executes atomically
         unsupported(session=session)
         self._database.client.check_open()
@@ -202,13 +204,40 @@ class CollectionBase(SettingsCarrier):
             scratch.delete_many({})
         return None if document is None else self._out(document)
 
-    def _update(
-        self, filter_: Filter, update: Update, *, upsert: bool, sort: Any, command: bool
+    async def _upsert_missed(self, filter_: Filter, sort: Any, *, upsert: bool) -> bool:
+        """With scheduling, whether this upsert's query found nothing, after the server's pause
+        between that query and its insert, in which other operations run (DIVERGENCES.md entry 2)."""
+        scheduler = self._database.client.scheduler
+        if not upsert or scheduler.scheduling is None:
+            return False
+        if self._query(wire(dict(filter_)), sort=normalize_sort(sort), limit=1):
+            return False
+        await pass_turns(scheduler.draw().request)
+        return True
+
+    def _upsert_or_update(
+        self, filter_: Filter, update: Update, *, upsert: bool, sort: Any, command: bool, missed: bool
     ) -> tuple[dict[str, Any] | None, dict[str, Any] | None, Any, bool]:
-        """Run one single-document update atomically: (pre-image, post-image, upserted id, modified)."""
+        """:meth:`_update`, inserting when the query ``missed``; a lost insert race raises E11000
+        unless the server would retry it as an update (``_upsert_race.py``)."""
+        try:
+            return self._update(filter_, update, upsert=upsert, sort=sort, command=command, missed=missed)
+        except DuplicateKeyError as error:
+            pattern = as_mapping((error.details or {}).get("keyPattern")) or {}
+            if not missed or not server_retries(wire(dict(filter_)), pattern):
+                raise
+        return self._update(filter_, update, upsert=upsert, sort=sort, command=command)
+
+    def _update(
+        self, filter_: Filter, update: Update, *, upsert: bool, sort: Any, command: bool, missed: bool = False
+    ) -> tuple[dict[str, Any] | None, dict[str, Any] | None, Any, bool]:
+        """Run one single-document update atomically: (pre-image, post-image, upserted id, modified).
+
+        ``missed``: the server's query found nothing earlier, so it inserts whatever matches now.
+        """
         validate_update(update)
         server_filter = wire(dict(filter_))
-        found = self._query(server_filter, sort=normalize_sort(sort), limit=1)
+        found = [] if missed else self._query(server_filter, sort=normalize_sort(sort), limit=1)
         pre = found[0] if found else None
         if pre is None and not upsert:
             return None, None, None, False

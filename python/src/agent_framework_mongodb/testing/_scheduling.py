@@ -32,8 +32,10 @@ class Scheduling:
     as many again, drawn separately, before its caller resumes, ``X`` being Pareto-distributed with
     shape ``tail_index``, and each wait capped at ``max_turns``. With the defaults about two in
     five waits are zero turns, the median is one turn, one in nine is ten or more and one in a
-    hundred a hundred or more. Latency is counted in turns, not seconds: it reorders operations but
-    takes no time on any clock, so it never makes an operation time out.
+    hundred a hundred or more. An upsert whose query finds nothing draws one more wait, between
+    that query and its insert, so concurrent upserts race to insert as on a server (DIVERGENCES.md
+    entry 2). Latency is counted in turns, not seconds: it reorders operations but takes no time
+    on any clock, so it never makes an operation time out.
     """
 
     seed: int

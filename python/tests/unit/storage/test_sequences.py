@@ -218,7 +218,8 @@ async def test_counter_upsert_losing_the_creation_race_is_retried(
 ) -> None:
     # On a server, two upserts of a missing counter can both try to insert it; the loser gets
     # E11000 on _id. The filter carries more than the _id, so the server does not retry it
-    # itself (DIVERGENCES.md #2). The engine never races, so the error is injected.
+    # itself (DIVERGENCES.md #2). The engine races only under seeded scheduling, and then not on
+    # every seed, so the error is injected.
     await make_storage(collection).save(make_checkpoint("cp-winner"))
     scope = scope_of(storage)
     collection.fail_next(

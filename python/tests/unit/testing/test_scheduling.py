@@ -11,9 +11,12 @@ from typing import Any
 import pymongo
 import pytest
 from pymongo import IndexModel, ReturnDocument
+from pymongo.errors import DuplicateKeyError
+from pymongo.results import UpdateResult
 
 from agent_framework_mongodb.testing import InMemoryMongoClient, Scheduling
 from agent_framework_mongodb.testing._scheduling import Scheduler
+from agent_framework_mongodb.testing._upsert_race import server_retries
 
 SENDS = 12
 
@@ -205,3 +208,57 @@ def test_scheduling_is_a_frozen_value_and_the_client_checks_its_type() -> None:
     with pytest.raises(TypeError, match="scheduling must be a Scheduling"):
         InMemoryMongoClient(scheduling=1)  # type: ignore[arg-type]
     assert InMemoryMongoClient(scheduling=value).scheduler.scheduling is value
+
+
+async def _racing_upserts(
+    seed: int, filter_: dict[str, Any], *, unique: bool
+) -> tuple[int, list[dict[str, Any]]]:
+    """Ten concurrent counting upserts: how many failed with E11000, and what was stored."""
+    coll = InMemoryMongoClient(scheduling=Scheduling(seed=seed))["db"]["coll"]
+    if unique:
+        await coll.create_index("key", unique=True)
+    results = await asyncio.gather(
+        *(coll.update_one(filter_, {"$inc": {"n": 1}}, upsert=True) for _ in range(10)),
+        return_exceptions=True,
+    )
+    failures = [result for result in results if isinstance(result, DuplicateKeyError)]
+    assert len(failures) + sum(isinstance(result, UpdateResult) for result in results) == 10
+    return len(failures), await coll.find({}, {"_id": 0}).to_list()
+
+
+async def test_upserts_that_both_miss_race_to_insert_as_on_a_server() -> None:
+    # The filter has a field beyond the unique index's, so the server does not retry: the losers
+    # get E11000, and every upsert that succeeded counted once on the one document.
+    outcomes = [await _racing_upserts(seed, {"key": "k", "tag": 1}, unique=True) for seed in range(6)]
+    assert any(failures for failures, _ in outcomes)
+    for failures, stored in outcomes:
+        assert stored == [{"key": "k", "tag": 1, "n": 10 - failures}]
+
+
+async def test_the_server_retries_an_upsert_whose_filter_is_exactly_the_unique_key() -> None:
+    for seed in range(6):
+        assert await _racing_upserts(seed, {"key": "k"}, unique=True) == (0, [{"key": "k", "n": 10}])
+
+
+async def test_without_a_unique_index_racing_upserts_insert_twice() -> None:
+    # The manual's warning: without a unique index each upsert that missed inserts a document.
+    stored = [(await _racing_upserts(seed, {"key": "k"}, unique=False))[1] for seed in range(6)]
+    assert any(len(documents) > 1 for documents in stored)
+    for documents in stored:
+        assert sum(document["n"] for document in documents) == 10
+
+
+@pytest.mark.parametrize(
+    ("filter_", "retried"),
+    [
+        ({"key": "k"}, True),
+        ({"key": {"$eq": "k"}}, True),
+        ({"$and": [{"key": "k"}]}, True),
+        ({"key": "k", "tag": 1}, False),
+        ({"key": {"$gte": "k"}}, False),
+        ({"$or": [{"key": "k"}]}, False),
+        ({"other": "k"}, False),
+    ],
+)
+def test_which_filters_the_server_retries(filter_: dict[str, Any], retried: bool) -> None:
+    assert server_retries(filter_, {"key": 1}) is retried
