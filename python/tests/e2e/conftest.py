@@ -15,7 +15,7 @@ import pytest
 from pymongo import AsyncMongoClient
 
 from agent_framework_mongodb import MongoDBCheckpointStorage, MongoDBCheckpointStorageOptions
-from agent_framework_mongodb.testing import InMemoryMongoClient
+from agent_framework_mongodb.testing import InMemoryMongoClient, Scheduling
 
 from .support import Client
 
@@ -34,10 +34,11 @@ async def provision_indexes(client: Client, database_name: str) -> None:
 
 
 @pytest.fixture
-async def mongo_client(database_name: str) -> AsyncIterator[Client]:
+async def mongo_client(database_name: str, engine_scheduling: Scheduling | None) -> AsyncIterator[Client]:
     uri = os.environ.get("MONGODB_URI")
     if not uri:
-        engine = InMemoryMongoClient()
+        # Seeded under the seeded_engine marker (tests/conftest.py); a server needs no seed.
+        engine = InMemoryMongoClient(scheduling=engine_scheduling)
         await provision_indexes(engine, database_name)
         yield engine
         await engine.close()

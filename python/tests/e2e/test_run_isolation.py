@@ -16,6 +16,8 @@ from agent_framework_mongodb import (
 from .support import Client
 from .workflows import PIPELINE_WORKFLOW, build_pipeline_workflow, pipeline_output
 
+pytestmark = pytest.mark.seeded_engine  # run under each engine scheduling seed (tests/conftest.py)
+
 OPTIONS = MongoDBCheckpointStorageOptions(
     tenant_id="tenant-e2e", workflow_name=PIPELINE_WORKFLOW, session_id="run-a"
 )

@@ -28,6 +28,8 @@ from .support import Client
 from .test_application_state import LEDGER_WORKFLOW, LedgerEntry, build_ledger_workflow
 from .workflows import PIPELINE_WORKFLOW, build_pipeline_workflow, pipeline_output
 
+pytestmark = pytest.mark.seeded_engine  # run under each engine scheduling seed (tests/conftest.py)
+
 TENANT = "tenant-strict"
 
 

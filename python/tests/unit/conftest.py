@@ -6,13 +6,14 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from agent_framework_mongodb.testing import InMemoryMongoClient
+from agent_framework_mongodb.testing import InMemoryMongoClient, Scheduling
 
 
 @pytest.fixture
-async def client() -> AsyncIterator[InMemoryMongoClient]:
-    """A fresh in-process engine, closed after the test unless the test closed it."""
-    engine = InMemoryMongoClient()
+async def client(engine_scheduling: Scheduling | None) -> AsyncIterator[InMemoryMongoClient]:
+    """A fresh in-process engine, closed after the test unless the test closed it; seeded
+    scheduling under the ``seeded_engine`` marker (tests/conftest.py)."""
+    engine = InMemoryMongoClient(scheduling=engine_scheduling)
     yield engine
     if not engine.closed:
         await engine.close()

@@ -211,9 +211,13 @@ def _counter_pipeline(
         "allocated_at": "$$NOW",
         # The run's summary. A counter from before `allocations` existed counts its sequence.
         "allocations": {"$add": [{"$ifNull": ["$allocations", current]}, increment]},
-        "latest_checkpoint_id": {"$literal": activity.checkpoint_id},
-        "waiting_for_input": {"$literal": activity.waiting_for_input},
     }
+    if increment:
+        # Only an update that allocates names the latest checkpoint. A check that marks the
+        # counter (increment 0) may run after a concurrent save allocated a higher number, and
+        # must not rename that save's checkpoint (ADR 0015).
+        stage["latest_checkpoint_id"] = {"$literal": activity.checkpoint_id}
+        stage["waiting_for_input"] = {"$literal": activity.waiting_for_input}
     stage.update(_retention_fields(expires_at))
     return [{"$set": stage}]
 

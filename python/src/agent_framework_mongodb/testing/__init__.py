@@ -12,6 +12,7 @@ from ._collection import InMemoryCollection
 from ._cursor import InMemoryCommandCursor, InMemoryCursor
 from ._faults import FaultPlan, HeldOperation
 from ._file_errors import EngineFileCorruptedError, EngineFileError, EngineFileLockedError
+from ._scheduling import Scheduling
 from ._ttl import expire_documents
 
 __all__ = [
@@ -25,5 +26,6 @@ __all__ = [
     "InMemoryCursor",
     "InMemoryDatabase",
     "InMemoryMongoClient",
+    "Scheduling",
     "expire_documents",
 ]

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping
 from datetime import datetime, timezone
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, cast
 
 import mongomock_ng
 from bson.codec_options import CodecOptions
@@ -25,6 +26,7 @@ from ._errors import command_error
 from ._faults import FaultPlan, HeldOperation
 from ._journal import Journal
 from ._options import ReadPreferenceMode, SettingsCarrier, client_settings
+from ._scheduling import Scheduler, Scheduling, pass_turns
 from ._state import CollectionState
 from ._timeouts import current_deadline
 
@@ -159,25 +161,15 @@ class InMemoryDatabase(SettingsCarrier):
         unsupported(session=session)
         self._client.check_open()
         name = command if isinstance(command, str) else next(iter(command))
-        await self._client.reach_server("command", None)
-        if name == "ping":
-            return {"ok": 1.0}
-        if name in ("hello", "isMaster", "ismaster"):
-            return {
-                "isWritablePrimary": True,
-                "ismaster": True,
-                "maxBsonObjectSize": 16 * 1024 * 1024,
-                "ok": 1.0,
-            }
-        if name in ("buildInfo", "buildinfo"):
-            return {"version": SERVER_VERSION, "versionArray": [7, 0, 0, 0], "ok": 1.0}
-        raise command_error(59, f"no such command: '{name}'")
+        async with self._client.round_trip("command", None):
+            return _run_command(name)
 
     async def list_collection_names(self, *, session: object = None, **_ignored: Any) -> list[str]:
         await asyncio.sleep(0)
         unsupported(session=session)
         self._client.check_open()
-        return self.existing_collection_names()
+        async with self._client.round_trip("list_collection_names", None):
+            return self.existing_collection_names()
 
     def existing_collection_names(self) -> list[str]:
         """Collections that exist (hold documents or indexes), sorted."""
@@ -219,12 +211,12 @@ class InMemoryDatabase(SettingsCarrier):
         state = self._client.collection_state(self._name, name)
         if check_exists and state.created:
             raise CollectionInvalid(f"collection {name} already exists")
-        await self._client.reach_server("create_collection", view.full_name)
-        if not state.created:
-            state.create(default)
-            self._client.journal.namespace(self._name, name).create(default)
-        elif state.catalog.default_collation != default:
-            raise command_error(48, f"Collection {view.full_name} already exists with different options")
+        async with self._client.round_trip("create_collection", view.full_name):
+            if not state.created:
+                state.create(default)
+                self._client.journal.namespace(self._name, name).create(default)
+            elif state.catalog.default_collation != default:
+                raise command_error(48, f"Collection {view.full_name} already exists with different options")
         return view
 
     async def drop_collection(
@@ -233,7 +225,24 @@ class InMemoryDatabase(SettingsCarrier):
         await asyncio.sleep(0)
         unsupported(session=session)
         self._client.check_open()
-        self.get_collection(name if isinstance(name, str) else name.name).reset()
+        view = self.get_collection(name if isinstance(name, str) else name.name)
+        async with self._client.round_trip("drop_collection", view.full_name):
+            view.reset()
+
+
+def _run_command(name: str) -> dict[str, Any]:
+    if name == "ping":
+        return {"ok": 1.0}
+    if name in ("hello", "isMaster", "ismaster"):
+        return {
+            "isWritablePrimary": True,
+            "ismaster": True,
+            "maxBsonObjectSize": 16 * 1024 * 1024,
+            "ok": 1.0,
+        }
+    if name in ("buildInfo", "buildinfo"):
+        return {"version": SERVER_VERSION, "versionArray": [7, 0, 0, 0], "ok": 1.0}
+    raise command_error(59, f"no such command: '{name}'")
 
 
 class InMemoryMongoClient(SettingsCarrier):
@@ -254,6 +263,10 @@ class InMemoryMongoClient(SettingsCarrier):
     exists): each write is synced to it before the call returns, and one client at a time, in any
     process, may have it open (``EngineFileLockedError`` otherwise) until ``close()`` or the end
     of its process. A development format, not a database: specs/engine-file-format.md.
+
+    ``scheduling`` (a :class:`Scheduling`, None by default) gives every operation a seeded,
+    heavy-tailed latency before and after the server runs it, so operations in flight together
+    finish in server-like orders; see ``_scheduling.py`` and DIVERGENCES.md.
     """
 
     def __init__(
@@ -263,9 +276,15 @@ class InMemoryMongoClient(SettingsCarrier):
         *,
         tz_aware: bool = False,
         path: str | os.PathLike[str] | None = None,
+        scheduling: Scheduling | None = None,
         **options: Any,
     ) -> None:
+        given = cast("object", scheduling)
+        if given is not None and not isinstance(given, Scheduling):
+            raise TypeError(f"scheduling must be a Scheduling or None, not {type(given).__name__}")
         self.tz_aware = tz_aware
+        self.scheduler = Scheduler(scheduling)
+        """Draws each operation's latency (none unless ``scheduling`` was given)."""
         self.clock: Callable[[], datetime] = _system_clock
         parsed = client_settings(client_options(tz_aware=tz_aware), options)
         self._settings = parsed.settings
@@ -327,20 +346,30 @@ class InMemoryMongoClient(SettingsCarrier):
         """Pause the next call of ``operation`` on any collection until the hold is released."""
         return self.faults.hold(operation)
 
-    async def reach_server(self, operation: str, collection: str | None) -> None:
-        """What lies between sending a request and the server running it.
+    @contextlib.asynccontextmanager
+    async def round_trip(self, operation: str, collection: str | None) -> AsyncGenerator[None, None]:
+        """One request and its reply; the body is what the server runs, atomically unless it awaits.
 
         First the client-side operation timeout: past its deadline pymongo does not send at all.
-        Then a hold, which the deadline cuts short with the socket-read timeout pymongo raises
-        (the held call never runs). Then a queued fault.
+        Then, with ``scheduling``, the request's latency. Then a hold, which the deadline cuts
+        short with the socket-read timeout pymongo raises (the held call never runs), and a queued
+        fault. The body runs next (only an upsert's insert race awaits in it, with ``scheduling``);
+        with ``scheduling`` its result or error reaches the caller only after the reply's latency,
+        during which other operations run.
         """
         deadline = current_deadline(self.timeout)
         if deadline.expired:
             raise deadline.expired_error()
+        trip = self.scheduler.draw()
+        await pass_turns(trip.request)
         held = self.faults.take_hold(operation, collection)
         if held is not None and not await held.pause(deadline.remaining):
             raise deadline.read_timeout_error()
         self.faults.check(operation, collection)
+        try:
+            yield
+        finally:
+            await pass_turns(trip.reply)
 
     def __getitem__(self, name: str) -> InMemoryDatabase:
         return self.get_database(name)
@@ -392,7 +421,8 @@ class InMemoryMongoClient(SettingsCarrier):
     async def list_database_names(self) -> list[str]:
         await asyncio.sleep(0)
         self.check_open()
-        return sorted({db for (db, _), state in self._states.items() if state.created})
+        async with self.round_trip("list_database_names", None):
+            return sorted({db for (db, _), state in self._states.items() if state.created})
 
     async def close(self) -> None:
         """Close the client; every later operation raises ``InvalidOperation`` as pymongo does."""

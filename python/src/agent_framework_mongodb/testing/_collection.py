@@ -79,17 +79,17 @@ class InMemoryCollection(CollectionBase):
         return cursor.hint(hint).batch_size(batch_size)
 
     async def _run_cursor(self, cursor: InMemoryCursor) -> list[dict[str, Any]]:
-        await self._enter("find")
-        self._check_default_collation(cursor.collation_value)
-        self._check_hint(cursor.hint_value)
-        documents = self._query(
-            cursor.filter,
-            sort=cursor.sort_spec,
-            skip=cursor.skip_value,
-            limit=abs(cursor.limit_value),
-            projection=projection_spec(cursor.projection),
-        )
-        return [self._out(document) for document in documents]
+        async with self._round_trip("find"):
+            self._check_default_collation(cursor.collation_value)
+            self._check_hint(cursor.hint_value)
+            documents = self._query(
+                cursor.filter,
+                sort=cursor.sort_spec,
+                skip=cursor.skip_value,
+                limit=abs(cursor.limit_value),
+                projection=projection_spec(cursor.projection),
+            )
+            return [self._out(document) for document in documents]
 
     async def find_one(
         self,
@@ -107,13 +107,13 @@ class InMemoryCollection(CollectionBase):
         check_collation(collation)
         mapping = as_mapping(filter)
         query = mapping if mapping is not None or filter is None else {"_id": filter}  # a bare _id
-        await self._enter("find_one", session)
-        self._check_default_collation(collation)
-        self._check_hint(hint)
-        found = self._query(
-            query, sort=normalize_sort(sort), skip=skip, limit=1, projection=projection_spec(projection)
-        )
-        return self._out(found[0]) if found else None
+        async with self._round_trip("find_one", session):
+            self._check_default_collation(collation)
+            self._check_hint(hint)
+            found = self._query(
+                query, sort=normalize_sort(sort), skip=skip, limit=1, projection=projection_spec(projection)
+            )
+            return self._out(found[0]) if found else None
 
     async def count_documents(
         self,
@@ -127,23 +127,23 @@ class InMemoryCollection(CollectionBase):
         **_ignored: Any,
     ) -> int:
         check_collation(collation)
-        await self._enter("count_documents", session)
-        self._check_default_collation(collation)
-        self._check_hint(hint)
-        count = len(self._query(filter))
-        if skip is not None:
-            if skip < 0:
-                raise command_error(15956, "Argument to $skip cannot be negative")
-            count = max(count - skip, 0)
-        if limit is not None:
-            if limit <= 0:
-                raise command_error(15958, "the limit must be positive")
-            count = min(count, limit)
-        return count
+        async with self._round_trip("count_documents", session):
+            self._check_default_collation(collation)
+            self._check_hint(hint)
+            count = len(self._query(filter))
+            if skip is not None:
+                if skip < 0:
+                    raise command_error(15956, "Argument to $skip cannot be negative")
+                count = max(count - skip, 0)
+            if limit is not None:
+                if limit <= 0:
+                    raise command_error(15958, "the limit must be positive")
+                count = min(count, limit)
+            return count
 
     async def estimated_document_count(self, *, session: object = None, **_ignored: Any) -> int:
-        await self._enter("estimated_document_count", session)
-        return len(self._query(None))
+        async with self._round_trip("estimated_document_count", session):
+            return len(self._query(None))
 
     # -- writes -----------------------------------------------------------------------------------
     async def insert_one(
@@ -154,10 +154,10 @@ class InMemoryCollection(CollectionBase):
             raise TypeError("document must be an instance of dict, bson.son.SON, or another MutableMapping")
         if "_id" not in document:
             document["_id"] = ObjectId()  # pymongo sets the _id on the caller's document
-        await self._enter("insert_one", session)
-        stored, size = to_storage_sized(document)
-        self._check_command({"insert": self._name, "ordered": True}, sequence_sizes=[size])
-        self._write(lambda: self._insert_sized(stored, size))
+        async with self._round_trip("insert_one", session):
+            stored, size = to_storage_sized(document)
+            self._check_command({"insert": self._name, "ordered": True}, sequence_sizes=[size])
+            self._write(lambda: self._insert_sized(stored, size))
         return InsertOneResult(document["_id"], acknowledged=self._acknowledged)
 
     async def insert_many(
@@ -174,11 +174,11 @@ class InMemoryCollection(CollectionBase):
         for document in documents:
             if "_id" not in document:
                 document["_id"] = ObjectId()
-        await self._enter("insert_many", session)
-        stored = [to_storage_sized(document) for document in documents]
-        sizes = [size for _, size in stored]
-        check_insert_many(self._database.name, self._name, sizes, acknowledged=self._acknowledged)
-        self._write(lambda: self._insert_all(documents, stored, ordered=ordered))
+        async with self._round_trip("insert_many", session):
+            stored = [to_storage_sized(document) for document in documents]
+            sizes = [size for _, size in stored]
+            check_insert_many(self._database.name, self._name, sizes, acknowledged=self._acknowledged)
+            self._write(lambda: self._insert_all(documents, stored, ordered=ordered))
         return InsertManyResult([document["_id"] for document in documents], acknowledged=self._acknowledged)
 
     def _check_command(self, command: Mapping[str, Any], *, sequence_sizes: list[int] | None = None) -> None:
@@ -249,22 +249,32 @@ class InMemoryCollection(CollectionBase):
             raise ConfigurationError(
                 "Must be connected to MongoDB 8.0+ to use sort on unacknowledged update commands."
             )
-        await self._enter("update_one", session)
-        validate_update(update)
-        statement = {"q": filter, "u": update, "multi": False, "upsert": upsert}
-        self._check_command({"update": self._name, "ordered": True, "updates": [statement]})
-        self._check_default_collation(collation)
-        outcome = self._write(lambda: self._update_one(filter, update, upsert=upsert, hint=hint, sort=sort))
+        async with self._round_trip("update_one", session):
+            validate_update(update)
+            statement = {"q": filter, "u": update, "multi": False, "upsert": upsert}
+            self._check_command({"update": self._name, "ordered": True, "updates": [statement]})
+            self._check_default_collation(collation)
+            missed = await self._upsert_missed(filter, sort, upsert=upsert)
+            outcome = self._write(
+                lambda: self._update_one(filter, update, upsert=upsert, hint=hint, sort=sort, missed=missed)
+            )
         if outcome is None:
             return UpdateResult(None, acknowledged=False)
         return UpdateResult(outcome, acknowledged=True)
 
     def _update_one(
-        self, filter_: Filter, update: Update, *, upsert: bool, hint: Hint, sort: SortSpec | None
+        self,
+        filter_: Filter,
+        update: Update,
+        *,
+        upsert: bool,
+        hint: Hint,
+        sort: SortSpec | None,
+        missed: bool,
     ) -> dict[str, Any]:
         self._check_hint(hint)
-        pre, post, upserted_id, modified = self._update(
-            filter_, update, upsert=upsert, sort=sort, command=False
+        pre, post, upserted_id, modified = self._upsert_or_update(
+            filter_, update, upsert=upsert, sort=sort, command=False, missed=missed
         )
         raw: dict[str, Any] = {
             "n": 0 if post is None else 1,
@@ -294,20 +304,23 @@ class InMemoryCollection(CollectionBase):
     ) -> dict[str, Any] | None:
         self._check_write_collation(collation)
         unsupported(array_filters=array_filters, let=let)
-        await self._enter("find_one_and_update", session)
-        validate_update(update)
-        command = {"findAndModify": self._name, "query": filter, "update": update, "upsert": upsert}
-        self._check_command(command)
-        self._check_default_collation(collation)
 
-        def run() -> dict[str, Any] | None:
+        def run(missed: bool) -> dict[str, Any] | None:
             self._check_hint(hint)
-            pre, post, _, _ = self._update(filter, update, upsert=upsert, sort=sort, command=True)
+            pre, post, _, _ = self._upsert_or_update(
+                filter, update, upsert=upsert, sort=sort, command=True, missed=missed
+            )
             chosen = post if return_document == ReturnDocument.AFTER else pre
             return self._project(chosen, projection)
 
-        # Unacknowledged, pymongo reads no reply and returns None (its fake reply has no "value").
-        return self._write(run)
+        async with self._round_trip("find_one_and_update", session):
+            validate_update(update)
+            command = {"findAndModify": self._name, "query": filter, "update": update, "upsert": upsert}
+            self._check_command(command)
+            self._check_default_collation(collation)
+            missed = await self._upsert_missed(filter, sort, upsert=upsert)
+            # Unacknowledged, pymongo reads no reply and returns None (its fake reply has no "value").
+            return self._write(lambda: run(missed))
 
     async def delete_one(
         self,
@@ -320,9 +333,6 @@ class InMemoryCollection(CollectionBase):
     ) -> DeleteResult:
         check_keywords("delete_one", extra)
         self._check_write_collation(collation)
-        await self._enter("delete_one", session)
-        self._check_command({"delete": self._name, "ordered": True, "deletes": [{"q": filter, "limit": 1}]})
-        self._check_default_collation(collation)
 
         def run() -> int:
             self._check_hint(hint)
@@ -331,7 +341,11 @@ class InMemoryCollection(CollectionBase):
                 self._delete_stored(document)
             return len(found)
 
-        return self._delete_result(self._write(run))
+        async with self._round_trip("delete_one", session):
+            deletes = [{"q": filter, "limit": 1}]
+            self._check_command({"delete": self._name, "ordered": True, "deletes": deletes})
+            self._check_default_collation(collation)
+            return self._delete_result(self._write(run))
 
     async def delete_many(
         self,
@@ -344,15 +358,16 @@ class InMemoryCollection(CollectionBase):
     ) -> DeleteResult:
         check_keywords("delete_many", extra)
         self._check_write_collation(collation)
-        await self._enter("delete_many", session)
-        self._check_command({"delete": self._name, "ordered": True, "deletes": [{"q": filter, "limit": 0}]})
-        self._check_default_collation(collation)
 
         def run() -> int:
             self._check_hint(hint)
             return self.delete_matching(filter)
 
-        return self._delete_result(self._write(run))
+        async with self._round_trip("delete_many", session):
+            deletes = [{"q": filter, "limit": 0}]
+            self._check_command({"delete": self._name, "ordered": True, "deletes": deletes})
+            self._check_default_collation(collation)
+            return self._delete_result(self._write(run))
 
     def _delete_result(self, deleted: int | None) -> DeleteResult:
         if deleted is None:

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from bson.codec_options import CodecOptions
 from pymongo import IndexModel
 from pymongo.collation import Collation
-from pymongo.errors import ConfigurationError, OperationFailure
+from pymongo.errors import ConfigurationError, DuplicateKeyError, OperationFailure
 from pymongo.read_concern import ReadConcern
 from pymongo.write_concern import WriteConcern
 
@@ -22,7 +22,9 @@ from ._errors import command_error, duplicate_command_error, duplicate_write_err
 from ._faults import HeldOperation
 from ._keywords import check_keywords
 from ._options import ReadPreferenceMode, SettingsCarrier
+from ._scheduling import pass_turns
 from ._updates import compute_post_image, validate_update
+from ._upsert_race import server_retries
 
 if TYPE_CHECKING:
     from ._client import InMemoryDatabase
@@ -150,11 +152,14 @@ class CollectionBase(SettingsCarrier):
     def _backend(self) -> Any:
         return self._database.backend[self._name]
 
-    async def _enter(self, operation: str, session: object = None) -> None:
+    @contextlib.asynccontextmanager
+    async def _round_trip(self, operation: str, session: object = None) -> AsyncGenerator[None, None]:
+        """One operation sent to the server; the body runs there, atomically unless it awaits."""
         await asyncio.sleep(0)  # every operation lets other tasks run before it executes atomically
         unsupported(session=session)
         self._database.client.check_open()
-        await self._database.client.reach_server(operation, self.full_name)
+        async with self._database.client.round_trip(operation, self.full_name):
+            yield
 
     def _out(self, document: Mapping[str, Any]) -> dict[str, Any]:
         return to_client(document, self._settings.codec_options)
@@ -203,13 +208,40 @@ class CollectionBase(SettingsCarrier):
             scratch.delete_many({})
         return None if document is None else self._out(document)
 
-    def _update(
-        self, filter_: Filter, update: Update, *, upsert: bool, sort: Any, command: bool
+    async def _upsert_missed(self, filter_: Filter, sort: Any, *, upsert: bool) -> bool:
+        """With scheduling, whether this upsert's query found nothing, after the server's pause
+        between that query and its insert, in which other operations run (DIVERGENCES.md entry 2)."""
+        scheduler = self._database.client.scheduler
+        if not upsert or scheduler.scheduling is None:
+            return False
+        if self._query(wire(dict(filter_)), sort=normalize_sort(sort), limit=1):
+            return False
+        await pass_turns(scheduler.draw().request)
+        return True
+
+    def _upsert_or_update(
+        self, filter_: Filter, update: Update, *, upsert: bool, sort: Any, command: bool, missed: bool
     ) -> tuple[dict[str, Any] | None, dict[str, Any] | None, Any, bool]:
-        """Run one single-document update atomically: (pre-image, post-image, upserted id, modified)."""
+        """:meth:`_update`, inserting when the query ``missed``; a lost insert race raises E11000
+        unless the server would retry it as an update (``_upsert_race.py``)."""
+        try:
+            return self._update(filter_, update, upsert=upsert, sort=sort, command=command, missed=missed)
+        except DuplicateKeyError as error:
+            pattern = as_mapping((error.details or {}).get("keyPattern")) or {}
+            if not missed or not server_retries(wire(dict(filter_)), pattern):
+                raise
+        return self._update(filter_, update, upsert=upsert, sort=sort, command=command)
+
+    def _update(
+        self, filter_: Filter, update: Update, *, upsert: bool, sort: Any, command: bool, missed: bool = False
+    ) -> tuple[dict[str, Any] | None, dict[str, Any] | None, Any, bool]:
+        """Run one single-document update atomically: (pre-image, post-image, upserted id, modified).
+
+        ``missed``: the server's query found nothing earlier, so it inserts whatever matches now.
+        """
         validate_update(update)
         server_filter = wire(dict(filter_))
-        found = self._query(server_filter, sort=normalize_sort(sort), limit=1)
+        found = [] if missed else self._query(server_filter, sort=normalize_sort(sort), limit=1)
         pre = found[0] if found else None
         if pre is None and not upsert:
             return None, None, None, False
@@ -294,7 +326,10 @@ class CollectionBase(SettingsCarrier):
             given = cast("object", model)
             if not isinstance(given, IndexModel):
                 raise TypeError(f"{model!r} is not an instance of pymongo.operations.IndexModel")
-        await self._enter(operation, session)
+        async with self._round_trip(operation, session):
+            return self._build_indexes(indexes)
+
+    def _build_indexes(self, indexes: Sequence[IndexModel]) -> list[str]:
         documents = self._query(None)
         names: list[str] = []
         for model in indexes:
@@ -314,13 +349,13 @@ class CollectionBase(SettingsCarrier):
 
     async def list_indexes(self, *, session: object = None, **extra: Any) -> InMemoryCommandCursor:
         check_keywords("list_indexes", extra)
-        await self._enter("list_indexes", session)
-        return InMemoryCommandCursor(self._state.catalog.listing() if self._state.created else [])
+        async with self._round_trip("list_indexes", session):
+            return InMemoryCommandCursor(self._state.catalog.listing() if self._state.created else [])
 
     async def index_information(self, *, session: object = None, **extra: Any) -> dict[str, Any]:
         check_keywords("index_information", extra)
-        await self._enter("index_information", session)
-        listing = self._state.catalog.listing() if self._state.created else []
+        async with self._round_trip("index_information", session):
+            listing = self._state.catalog.listing() if self._state.created else []
         return {
             spec["name"]: {**{k: v for k, v in spec.items() if k != "name"}, "key": list(spec["key"].items())}
             for spec in listing
@@ -332,23 +367,23 @@ class CollectionBase(SettingsCarrier):
             name = "_".join(f"{field}_{direction}" for field, direction in normalize_sort(index_or_name))
         if name == "*":
             raise OperationFailure("use drop_indexes() to drop all indexes")
-        await self._enter("drop_index", session)
-        if not self._state.created:
-            raise command_error(26, f"ns not found {self.full_name}")
-        self._state.catalog.drop(name)
-        self._log.drop_index(name)
-        self._state.unique.invalidate()
+        async with self._round_trip("drop_index", session):
+            if not self._state.created:
+                raise command_error(26, f"ns not found {self.full_name}")
+            self._state.catalog.drop(name)
+            self._log.drop_index(name)
+            self._state.unique.invalidate()
 
     async def drop_indexes(self, *, session: object = None, **_ignored: Any) -> None:
-        await self._enter("drop_indexes", session)
-        self._state.catalog.drop_all()
-        self._log.drop_indexes()
-        self._state.unique.invalidate()
+        async with self._round_trip("drop_indexes", session):
+            self._state.catalog.drop_all()
+            self._log.drop_indexes()
+            self._state.unique.invalidate()
 
     async def drop(self, *, session: object = None, **extra: Any) -> None:
         check_keywords("drop", extra)
-        await self._enter("drop", session)
-        self.reset()
+        async with self._round_trip("drop", session):
+            self.reset()
 
     def reset(self) -> None:
         """Forget documents and indexes, as dropping the collection does."""

@@ -17,8 +17,9 @@ class _Fault:
 class HeldOperation:
     """One upcoming call of an operation, paused until :meth:`release` (from ``FaultPlan.hold``).
 
-    The first call matching the hold pauses after it has yielded to the event loop and before it
-    touches any data, like a request the server has not yet run; tests use it to interleave
+    The first call matching the hold pauses after it has yielded to the event loop (and, with
+    ``scheduling``, after its request's latency) and before it touches any data, like a request the
+    server has not yet run; tests use it to interleave
     operations deterministically ("writer A is slow while others run"). Each hold catches one
     call. Released before any call reaches it, the hold still catches the next matching call,
     which then goes straight on. Under a client-side operation timeout the paused call waits at
@@ -82,8 +83,9 @@ class FaultPlan:
 
     An operation is named after the method called (``"insert_one"``, ``"find_one_and_update"``,
     ``"find"`` for the first fetch of a cursor, ``"command"`` ...). A queued error is raised after
-    the operation has yielded to the event loop and before it touches any data, so a failed
-    operation changes nothing, like a request that never reached the server. A hold
+    the operation has yielded to the event loop (with ``scheduling``, after its request's latency;
+    the error then reaches the caller after the reply's) and before it touches any data, so a
+    failed operation changes nothing, like a request the server refused before running it. A hold
     (:meth:`hold`) pauses a call at the same point; a call both held and failed fails when released.
     """
 

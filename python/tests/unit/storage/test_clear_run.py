@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
+
 from agent_framework_mongodb import MongoDBCheckpointClearResult
 from agent_framework_mongodb.testing import InMemoryCollection
 
@@ -18,6 +20,8 @@ from ._support import (
     save_chain,
     scope_of,
 )
+
+pytestmark = pytest.mark.seeded_engine  # run under each engine scheduling seed (tests/conftest.py)
 
 
 async def test_clear_run_deletes_checkpoints_then_counter_and_reports_counts(

@@ -52,6 +52,8 @@ from ._support import (
     scope_of,
 )
 
+pytestmark = pytest.mark.seeded_engine  # run under each engine scheduling seed (tests/conftest.py)
+
 MARKER = "MARKER-driver-text-7f3a"
 MAX_DOCUMENT_BYTES = 16 * 1024 * 1024
 

@@ -15,6 +15,8 @@ from agent_framework_mongodb.testing import InMemoryCollection
 
 from ._support import WORKFLOW, checkpoint_dict, make_checkpoint, make_storage, message_state, raw_checkpoints
 
+pytestmark = pytest.mark.seeded_engine  # run under each engine scheduling seed (tests/conftest.py)
+
 
 async def test_identical_resave_returns_the_id_and_stores_one_document(
     collection: InMemoryCollection, storage: MongoDBCheckpointStorage

@@ -23,6 +23,8 @@ from ._support import (
     save_chain,
 )
 
+pytestmark = pytest.mark.seeded_engine  # run under each engine scheduling seed (tests/conftest.py)
+
 ALLOCATE = "find_one_and_update"
 CUTOFF = "find_one"
 PRUNE = "delete_many"

@@ -29,6 +29,8 @@ from ._support import (
     scope_of,
 )
 
+pytestmark = pytest.mark.seeded_engine  # run under each engine scheduling seed (tests/conftest.py)
+
 
 async def _sequences(collection: InMemoryCollection) -> dict[str, int]:
     return {document["checkpoint_id"]: document["sequence"] for document in await raw_checkpoints(collection)}

@@ -14,16 +14,21 @@ from agent_framework_mongodb.errors import MongoDBConfigurationError
 from agent_framework_mongodb.testing import InMemoryCollection
 
 from ._support import (
+    INSERT,
     TENANT,
     WORKFLOW,
     ProxyCollection,
     advance_server_clock,
+    end_counter_grace,
     make_checkpoint,
     make_storage,
+    raw_checkpoints,
     raw_counter,
     save_chain,
     scope_of,
 )
+
+pytestmark = pytest.mark.seeded_engine  # run under each engine scheduling seed (tests/conftest.py)
 
 OTHER_WORKFLOW = "other-flow"
 
@@ -97,6 +102,39 @@ async def test_an_identical_retry_names_the_stored_checkpoint_and_counts_as_an_a
     assert run.latest_checkpoint_id == "cp-retry"
     assert run.checkpoint_count == 2, "an upper bound: allocations, not stored checkpoints"
     assert len(await storage.list_checkpoint_ids(workflow_name=WORKFLOW)) == 1
+
+
+async def test_a_late_check_does_not_rename_the_latest_checkpoint(collection: InMemoryCollection) -> None:
+    # Found by the engine's seeded scheduling (ADR 0015). The first saves after a new counter's
+    # grace each read the retained maximum and mark the counter checked. A allocates 2 and is
+    # slow to read; B allocates 3, reads, marks and is slow to insert; then A reads, marks and
+    # inserts. A mark spends no number, so it must not name A as the latest checkpoint (nor
+    # copy A's waiting_for_input): the summary would name A at sequence 3, where B is stored.
+    proxy = ProxyCollection(collection)
+    writer_a, writer_b = make_storage(collection), make_storage(proxy)
+    await writer_a.save(make_checkpoint("cp-first"))
+    end_counter_grace(collection)
+    paused = make_checkpoint("cp-a")
+    paused.pending_request_info_events = {"request-1": {"question": "approve?"}}  # type: ignore[dict-item]
+    held_read = collection.hold("find_one")
+    saving_a = asyncio.ensure_future(writer_a.save(paused))
+    await held_read.reached()
+    gate = proxy.block(INSERT)
+    saving_b = asyncio.ensure_future(writer_b.save(make_checkpoint("cp-b")))
+    await asyncio.wait_for(proxy.entered[INSERT].wait(), timeout=5)
+    held_read.release()
+    await saving_a
+    gate.set()
+    await saving_b
+
+    (run,) = (await writer_a.list_runs()).runs
+    stored = {d["checkpoint_id"]: d["sequence"] for d in await raw_checkpoints(collection)}
+    assert stored == {"cp-first": 1, "cp-a": 2, "cp-b": 3}
+    assert (run.latest_checkpoint_id, run.latest_sequence) == ("cp-b", 3)
+    assert run.waiting_for_input is False
+    counter = await raw_counter(collection, scope_of(writer_a))
+    assert counter is not None
+    assert counter["sequence_checked"] is True, "the checks still mark the counter"
 
 
 async def test_waiting_for_input_follows_the_latest_checkpoints_pending_requests(

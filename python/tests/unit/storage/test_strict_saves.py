@@ -19,6 +19,8 @@ from agent_framework_mongodb.testing import InMemoryCollection
 
 from ._support import ProxyCollection, make_checkpoint, make_options, make_storage, raw_checkpoints
 
+pytestmark = pytest.mark.seeded_engine  # run under each engine scheduling seed (tests/conftest.py)
+
 
 def test_off_by_default_and_kept_by_with_session() -> None:
     assert make_options().strict_saves is False

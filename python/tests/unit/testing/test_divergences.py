@@ -12,6 +12,8 @@ from pymongo.write_concern import WriteConcern
 
 from agent_framework_mongodb.testing import InMemoryCollection
 
+pytestmark = pytest.mark.seeded_engine  # run under each engine scheduling seed (tests/conftest.py)
+
 
 async def test_concurrent_upserts_on_a_unique_key_never_race(coll: InMemoryCollection) -> None:
     # A server may answer one of these with E11000 (see DIVERGENCES.md); the engine never does.

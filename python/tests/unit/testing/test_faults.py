@@ -9,6 +9,8 @@ from pymongo.errors import AutoReconnect, DuplicateKeyError, NetworkTimeout
 
 from agent_framework_mongodb.testing import FaultPlan, HeldOperation, InMemoryCollection, InMemoryMongoClient
 
+pytestmark = pytest.mark.seeded_engine  # run under each engine scheduling seed (tests/conftest.py)
+
 
 async def test_fail_next_raises_once_and_changes_nothing(coll: InMemoryCollection) -> None:
     coll.fail_next("insert_one", AutoReconnect("connection reset"))

@@ -10,6 +10,8 @@ from pymongo.errors import ExecutionTimeout, NetworkTimeout
 
 from agent_framework_mongodb.testing import InMemoryCollection, InMemoryMongoClient
 
+pytestmark = pytest.mark.seeded_engine  # run under each engine scheduling seed (tests/conftest.py)
+
 
 async def _expire(seconds: float) -> None:
     await asyncio.sleep(seconds + 0.01)

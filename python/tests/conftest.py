@@ -1,0 +1,56 @@
+"""Engine seeds: tests marked ``seeded_engine`` run once per scheduling seed of the in-process engine.
+
+The engine's seeded scheduling (``agent_framework_mongodb.testing.Scheduling``) gives every
+operation a heavy-tailed latency before and after the server runs it, so operations in flight
+together finish in server-like orders. A test about interleavings or faults is marked (usually
+with ``pytestmark`` for its module) and asks for the ``engine_scheduling`` fixture, directly or
+through the ``client`` fixture; it then runs under each seed of ``ENGINE_SEEDS``. Without the
+marker ``engine_scheduling`` is None and the engine runs operations first in, first out.
+
+``ENGINE_SEEDS`` is either a count (``ENGINE_SEEDS=300`` runs seeds 0 to 299) or a
+comma-separated list of seeds (``ENGINE_SEEDS=17,42`` reproduces those two); the default is the
+first ``DEFAULT_SEED_COUNT`` seeds, which CI runs.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from agent_framework_mongodb.testing import Scheduling
+
+DEFAULT_SEED_COUNT = 3
+SEEDED_MARKER = "seeded_engine"
+
+
+def engine_seeds() -> list[int]:
+    """The seeds ``ENGINE_SEEDS`` names, or the default ones."""
+    given = os.environ.get("ENGINE_SEEDS", "").strip()
+    if not given:
+        return list(range(DEFAULT_SEED_COUNT))
+    if "," not in given:
+        return list(range(int(given)))
+    return [int(seed) for seed in given.split(",") if seed.strip()]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        f"{SEEDED_MARKER}: run once per in-process engine scheduling seed (ENGINE_SEEDS, tests/conftest.py)",
+    )
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if metafunc.definition.get_closest_marker(SEEDED_MARKER) is None:
+        return
+    if "engine_scheduling" not in metafunc.fixturenames:
+        return
+    metafunc.parametrize("engine_scheduling", engine_seeds(), indirect=True, ids=lambda seed: f"seed{seed}")
+
+
+@pytest.fixture
+def engine_scheduling(request: pytest.FixtureRequest) -> Scheduling | None:
+    """The scheduling an engine client of this test uses: a seed's under ``seeded_engine``, else None."""
+    seed: int | None = getattr(request, "param", None)
+    return None if seed is None else Scheduling(seed=seed)
