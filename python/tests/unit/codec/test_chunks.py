@@ -1,0 +1,350 @@
+"""Chunks of a walked tree: split and join round-trip, appends leave earlier leaves alone, and a
+stored leaf someone else wrote is verified, bounded and loaded through the restricted loader."""
+
+from __future__ import annotations
+
+import pickle
+import zlib
+from typing import Any
+
+import pytest
+from agent_framework import Message
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agent_framework_mongodb.checkpoints.codec.chunks import (
+    REFERENCE_TAG,
+    Chunk,
+    Chunker,
+    ChunkReader,
+    SplitTree,
+    references,
+)
+from agent_framework_mongodb.checkpoints.codec.rebuild import rebuild_tree
+from agent_framework_mongodb.checkpoints.codec.rules import TypeResolver
+from agent_framework_mongodb.checkpoints.codec.walk import walk_value
+from agent_framework_mongodb.errors import MongoDBMappingError
+
+CONTEXT = b"scope-a/tree-chunks/v1"
+BUDGET = 64 * 1024 * 1024
+SMALL = {"split_above": 256, "leaf_bytes": 512, "tail_modulus": 2}
+
+
+def conversation_tree(turns: int) -> Any:
+    """The walked tree of a state holding a conversation the way AgentExecutor holds it."""
+    messages = [
+        Message(role="user" if i % 2 else "assistant", contents=[f"message {i} " * 8]) for i in range(turns)
+    ]
+    state = {
+        "full_conversation": messages,
+        "session": {"messages": [m.to_dict() for m in messages]},
+        "step": turns,
+    }
+    return walk_value(state, TypeResolver(())).tree
+
+
+def join(split: SplitTree, *, context: bytes = CONTEXT, budget: int = BUDGET) -> Any:
+    """What a load does: fetch what the root wants, level by level, then join."""
+    stored = {chunk.address: chunk.data for chunk in split.chunks}
+    reader = ChunkReader(context, budget=budget)
+    while wanted := reader.wanted(split.root):
+        for address in wanted:
+            if address in stored:
+                reader.add(address, stored[address])
+            else:
+                return reader.join(split.root)  # let the join report what is missing
+    return reader.join(split.root)
+
+
+def addresses(split: SplitTree) -> set[bytes]:
+    return {chunk.address for chunk in split.chunks}
+
+
+def test_a_small_tree_is_not_split() -> None:
+    tree = conversation_tree(3)
+
+    split = Chunker(CONTEXT).split(tree)
+
+    assert split.chunks == ()
+    assert split.root == tree
+
+
+def test_a_long_conversation_splits_and_joins_back_equal() -> None:
+    tree = conversation_tree(400)
+
+    split = Chunker(CONTEXT).split(tree)
+
+    assert len(split.chunks) > 2
+    assert len(pickle.dumps(split.root)) < len(pickle.dumps(tree)) // 10
+    assert join(split) == tree
+    restored = rebuild_tree(join(split), TypeResolver(()), check_root=lambda _: None, payload_size=BUDGET)
+    assert isinstance(restored, dict)
+    assert restored["full_conversation"][399].text == "message 399 " * 8
+
+
+def test_appending_leaves_every_earlier_leaf_unchanged() -> None:
+    chunker = Chunker(CONTEXT, split_above=8192, leaf_bytes=4096, tail_modulus=2)
+    before = chunker.split(conversation_tree(300))
+    after = chunker.split(conversation_tree(302))
+
+    new = [chunk for chunk in after.chunks if chunk.address not in addresses(before)]
+    dropped = addresses(before) - addresses(after)
+
+    # Two messages were appended to each of two lists: only those lists' last leaves change.
+    assert len(dropped) <= 2, "at most each list's open tail leaf is replaced"
+    assert 1 <= len(new) <= 4
+    assert sum(len(chunk.data) for chunk in new) < sum(len(chunk.data) for chunk in after.chunks) // 10
+
+
+def test_a_closed_leaf_is_cut_at_the_leaf_size_and_never_moves() -> None:
+    chunker = Chunker(CONTEXT, split_above=256, leaf_bytes=1024, tail_modulus=4)
+    lengths = [len(chunker.split(list(range(0, n * 1000, 1000))).chunks) for n in (300, 600)]
+    first = chunker.split([str(i) * 20 for i in range(300)])
+    longer = chunker.split([str(i) * 20 for i in range(600)])
+
+    assert lengths[1] > lengths[0]
+    root_refs = list(references(first.root))
+    longer_refs = list(references(longer.root))
+    closed = [address for address in root_refs if address in longer_refs]
+    assert len(closed) >= len(root_refs) - 2
+    assert longer_refs[: len(closed)] == closed
+
+
+def test_large_strings_and_bytes_become_pieces_even_inside_leaves() -> None:
+    text = "é" * 100_000
+    blob = bytes(range(256)) * 400
+    items: list[Any] = [
+        {"text": text, "blob": blob, "n": 0},
+        *({"n": i, "note": "y" * 30} for i in range(1, 300)),
+    ]
+    tree = {"items": items, "alone": text}
+
+    split = Chunker(CONTEXT, split_above=4096, leaf_bytes=8192).split(tree)
+    reader = ChunkReader(CONTEXT, budget=BUDGET)
+    stored = {chunk.address: chunk.data for chunk in split.chunks}
+    levels = 0
+    while wanted := reader.wanted(split.root):
+        levels += 1
+        for address in wanted:
+            reader.add(address, stored[address])
+
+    assert reader.join(split.root) == tree
+    assert levels == 2, "pieces inside a list's leaves are a second level"
+    assert max(len(chunk.data) for chunk in split.chunks) < 16 * 1024, "compressed pieces of 8 KiB"
+
+
+def test_equal_parts_share_one_chunk_but_join_into_separate_containers() -> None:
+    part = [f"entry {i}" for i in range(200)]
+    tree = {"a": list(part), "b": list(part)}
+
+    split = Chunker(CONTEXT, **SMALL).split(tree)
+    joined = join(split)
+
+    assert joined == tree
+    assert joined["a"] is not joined["b"]
+    assert len(split.chunks) == len(addresses(split))
+
+
+def test_dicts_split_by_entry_keep_their_order() -> None:
+    tree = {f"key-{i:04d}": {"value": i, "text": "x" * 40} for i in range(500, 0, -1)}
+
+    joined = join(Chunker(CONTEXT, **SMALL).split(tree))
+
+    assert joined == tree
+    assert list(joined) == list(tree)
+
+
+_leaf_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=300) | st.binary(max_size=300),
+    lambda children: (
+        st.lists(children, max_size=12)
+        | st.dictionaries(st.text(max_size=6), children, max_size=8)
+        | st.tuples(st.just("t"), children)
+    ),
+    max_leaves=80,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(_leaf_values, st.integers(min_value=16, max_value=400), st.integers(min_value=1, max_value=8))
+def test_any_tree_joins_back_equal(tree: Any, split_above: int, tail_modulus: int) -> None:
+    split = Chunker(
+        CONTEXT, split_above=split_above, leaf_bytes=split_above, tail_modulus=tail_modulus
+    ).split(tree)
+
+    assert join(split) == tree
+
+
+# -- Stored leaves someone else wrote -------------------------------------------------------------
+
+
+@pytest.fixture
+def split() -> SplitTree:
+    return Chunker(CONTEXT, **SMALL).split(conversation_tree(60))
+
+
+def test_a_modified_leaf_is_refused(split: SplitTree) -> None:
+    chunk = split.chunks[0]
+    damaged = bytearray(chunk.data)
+    damaged[len(damaged) // 2] ^= 1
+    reader = ChunkReader(CONTEXT, budget=BUDGET)
+
+    with pytest.raises(MongoDBMappingError, match="does not match its address"):
+        reader.add(chunk.address, bytes(damaged))
+
+
+def test_a_leaf_of_another_run_is_refused(split: SplitTree) -> None:
+    reader = ChunkReader(b"scope-b/tree-chunks/v1", budget=BUDGET)
+
+    with pytest.raises(MongoDBMappingError, match="another run"):
+        reader.add(split.chunks[0].address, split.chunks[0].data)
+
+
+def test_a_missing_leaf_fails_the_whole_load(split: SplitTree) -> None:
+    partial = SplitTree(split.root, split.chunks[1:])
+
+    with pytest.raises(MongoDBMappingError, match="missing"):
+        join(partial)
+
+
+def _forged(kind: bytes, body: bytes) -> Chunk:
+    data = zlib.compress(kind + body)
+    return Chunk(_address_for(data), data)
+
+
+def _address_for(data: bytes) -> bytes:
+    # Anyone who can write the collection can compute an address: it is integrity, not authenticity.
+    from agent_framework_mongodb.checkpoints.codec.chunks import _address
+
+    return _address(CONTEXT, data)
+
+
+def _reading(chunk: Chunk, reference_kind: str = "l") -> Any:
+    root = {"value": (REFERENCE_TAG, reference_kind, [chunk.address])}
+    reader = ChunkReader(CONTEXT, budget=BUDGET)
+    reader.add(chunk.address, chunk.data)
+    return reader.join(root)
+
+
+class _Evil:
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (print, ("pwned",))
+
+
+@pytest.mark.parametrize(
+    ("chunk", "reason"),
+    [
+        (_forged(b"l", b"\x00\x00\x00\x09" + pickle.dumps([1])), "truncated"),
+        (_forged(b"l", b"\x00\x00\x00\x00"), "truncated"),
+        (_forged(b"l", b"\x00\x00"), "truncated"),
+        (_forged(b"x", b"anything"), "unknown kind"),
+        (_forged(b"", b""), "empty"),
+    ],
+)
+def test_a_malformed_leaf_is_refused(chunk: Chunk, reason: str) -> None:
+    with pytest.raises(MongoDBMappingError, match=reason):
+        _reading(chunk)
+
+
+def test_a_leaf_with_a_global_never_runs_code(capsys: pytest.CaptureFixture[str]) -> None:
+    payload = pickle.dumps(_Evil())
+    chunk = _forged(b"l", len(payload).to_bytes(4, "big") + payload)
+
+    with pytest.raises(MongoDBMappingError):
+        _reading(chunk)
+    assert "pwned" not in capsys.readouterr().out
+
+
+def test_a_reference_of_another_kind_is_refused() -> None:
+    chunk = _forged(b"b", b"raw bytes")
+
+    assert _reading(chunk, "b") == {"value": b"raw bytes"}
+    with pytest.raises(MongoDBMappingError, match="kind"):
+        _reading(chunk, "l")
+
+
+def test_repeated_dict_entries_are_refused() -> None:
+    entry = pickle.dumps(["same", 1])
+    body = (len(entry).to_bytes(4, "big") + entry) * 2
+
+    with pytest.raises(MongoDBMappingError, match="repeated key"):
+        _reading(_forged(b"d", body), "d")
+
+
+def test_a_decompression_bomb_stops_at_the_budget() -> None:
+    chunk = _forged(b"b", b"\x00" * (8 * 1024 * 1024))
+    reader = ChunkReader(CONTEXT, budget=1024 * 1024)
+
+    with pytest.raises(MongoDBMappingError, match="size limit"):
+        reader.add(chunk.address, chunk.data)
+
+
+def test_references_repeated_many_times_exhaust_the_budget() -> None:
+    chunk = _forged(b"b", b"x" * 1000)
+    root = (REFERENCE_TAG, "b", [chunk.address] * 5000)
+    reader = ChunkReader(CONTEXT, budget=1024 * 1024)
+    reader.add(chunk.address, chunk.data)
+
+    with pytest.raises(MongoDBMappingError, match="size limit"):
+        reader.join(root)
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        (REFERENCE_TAG, "l"),
+        (REFERENCE_TAG, "q", [b"\x00" * 32]),
+        (REFERENCE_TAG, "l", []),
+        (REFERENCE_TAG, "l", [b"short"]),
+        (REFERENCE_TAG, "l", ["text" * 8]),
+        (REFERENCE_TAG, "l", (b"\x00" * 32,)),
+    ],
+)
+def test_a_malformed_reference_is_refused(record: tuple[Any, ...]) -> None:
+    reader = ChunkReader(CONTEXT, budget=BUDGET)
+
+    with pytest.raises(MongoDBMappingError, match="malformed chunk reference"):
+        reader.wanted({"value": record})
+
+
+def test_an_unjoined_reference_is_refused_by_the_rebuild(split: SplitTree) -> None:
+    with pytest.raises(MongoDBMappingError):
+        rebuild_tree(split.root, TypeResolver(()), check_root=lambda _: None, payload_size=BUDGET)
+
+
+def test_references_nested_too_deeply_are_refused() -> None:
+    reader = ChunkReader(CONTEXT, budget=BUDGET)
+    chunks = []
+    inner: Any = [1]
+    for _ in range(10):
+        encoded = pickle.dumps([inner])
+        chunk = _forged(b"l", len(encoded).to_bytes(4, "big") + encoded)
+        chunks.append(chunk)
+        inner = (REFERENCE_TAG, "l", [chunk.address])
+    for chunk in reversed(chunks[-8:]):
+        reader.wanted(inner)
+        reader.add(chunk.address, chunk.data)
+    with pytest.raises(MongoDBMappingError, match="too deeply"):
+        reader.wanted(inner)
+
+
+def test_the_reference_mark_is_how_pickle_writes_the_tag() -> None:
+    from agent_framework_mongodb.checkpoints.codec.chunks import _REFERENCE_MARK
+
+    assert _REFERENCE_MARK in pickle.dumps([{"x": (REFERENCE_TAG, "l", [b"\x00" * 32])}], protocol=5)
+
+
+def test_a_reference_spelled_another_way_stays_unresolved_and_is_refused() -> None:
+    target = _forged(b"b", b"content")
+    # Protocol 3 writes text as BINUNICODE (4-byte length), never SHORT_BINUNICODE: no mark.
+    element = pickle.dumps([(REFERENCE_TAG, "b", [target.address])], protocol=3)
+    holder = _forged(b"l", len(element).to_bytes(4, "big") + element)
+    reader = ChunkReader(CONTEXT, budget=BUDGET)
+    root = {"items": (REFERENCE_TAG, "l", [holder.address])}
+    reader.add(holder.address, holder.data)
+
+    assert reader.wanted(root) == set()
+    joined = reader.join(root)
+    assert joined["items"][0][0] == (REFERENCE_TAG, "b", [target.address])  # type: ignore[index]
+    with pytest.raises(MongoDBMappingError):
+        rebuild_tree(joined, TypeResolver(()), check_root=lambda _: None, payload_size=BUDGET)
