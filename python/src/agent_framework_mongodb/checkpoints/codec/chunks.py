@@ -35,11 +35,14 @@ import hmac
 import pickle
 import struct
 import zlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Final, cast
 
 from ...errors import MongoDBMappingError
 from .rebuild import load_tree
+
+# type() spelled so the type checkers see type[Any], as in walk.py.
+_type_of: Callable[[object], type[Any]] = type
 
 __all__ = [
     "CHUNK_FORMAT",
@@ -184,7 +187,7 @@ class Chunker:
         changed = False
         limit = self._split_above // _MAX_UTF8_BYTES
         for item in items:
-            kind: type[Any] = type(item)
+            kind = _type_of(item)
             # Short text, numbers and None dominate checkpoint trees: no call for them.
             if kind is str and len(cast("str", item)) <= limit:
                 parts.append(item)
