@@ -88,11 +88,18 @@ def _key(value: Any) -> Hashable:
     return value  # type: ignore[no-any-return]
 
 
+def _as_items(value: object) -> list[Any] | None:
+    """``value``'s elements when it is an array (mongomock_ng also takes a tuple for one)."""
+    if isinstance(value, tuple):
+        return [*cast("tuple[Any, ...]", value)]  # type: ignore[redundant-cast]  # pyright wants it
+    return as_list(value)
+
+
 def _field_keys(document: Document, path: str) -> set[Hashable]:
     """Every key under which ``{path: v}`` can match ``document`` for a looked-up ``v``."""
     keys: set[Hashable] = set()
     for value in _iter_key_candidates(path, document):
-        items: list[Any] | None = list(cast("tuple[Any, ...]", value))  # type: ignore[redundant-cast] if isinstance(value, tuple) else as_list(value)
+        items = _as_items(value)
         if items is None:
             keys.add(_key(value))
         else:
