@@ -8,6 +8,8 @@ each index of the catalog the engine keeps a map, write by write as it keeps uni
 holding them. A filter that fixes leading fields of an index by equality takes its candidates from
 that map; mongomock_ng's own matcher then runs on the candidates only, and sort, skip and limit
 follow as mongomock_ng applies them. Anything the map cannot answer exactly falls back to the scan.
+Measured after (specs/performance.md, "Engine scale"): 5,000 saves into one run 19 s, flat per 500;
+``clear_run`` of 5,000 1.1 s.
 
 The candidates are a superset of what mongomock_ng's matcher accepts, so the result is the scan's,
 quirks included (``{"a": 1}`` matches ``true`` there, as Python's ``==`` does):
