@@ -5,7 +5,8 @@ n checkpoints, either in one run or spread over 1,000 runs, then times real save
 ``MongoDBCheckpointStorage`` into a run of that collection. Seeding clones one stored checkpoint
 document and inserts the clones with the engine's ``insert_many`` (it keeps its index entries
 write by write, so the clones are indexed as saves would be); only the timed saves and clears go
-through the storage. ``clear_run`` is timed on a run of n checkpoints (the collection holds only it).
+through the storage. ``clear_run`` is timed on the one-run collection after its timed saves (the run
+then holds n checkpoints plus those saves, and the collection nothing else).
 
 Targets (issue 10): a save into 50,000 checkpoints costs at most 1.5x a save into 500, and
 ``clear_run`` costs the same per checkpoint at 5,000 and 50,000 (linear in the run's size).
@@ -41,6 +42,7 @@ CLEAR_TARGET = 1.5
 class ScaleSettings:
     save_sizes: tuple[int, ...]
     clear_sizes: tuple[int, ...]
+    """Among ``save_sizes``: each such one-run collection is cleared after its timed saves."""
     saves: int
     """Timed saves per cell (their median is the cell's cost)."""
 
@@ -109,10 +111,8 @@ async def _seed(coll: InMemoryCollection, total: int, runs: int) -> list[RunScop
     return scopes
 
 
-async def _save_cost(total: int, runs: int, saves: int) -> float:
-    """Median seconds of one save into run 0 of a collection seeded with ``total`` checkpoints."""
-    coll = InMemoryMongoClient()["bench"]["checkpoints"]
-    await _seed(coll, total, runs)
+async def _timed_saves(coll: InMemoryCollection, saves: int) -> float:
+    """Median seconds of one save into run 0 of ``coll``."""
     storage = MongoDBCheckpointStorage(coll, options=_options("run-0000"))
     timings: list[float] = []
     for index in range(saves):
@@ -124,15 +124,21 @@ async def _save_cost(total: int, runs: int, saves: int) -> float:
     return statistics.median(timings)
 
 
-async def _clear_cost(total: int) -> tuple[float, int]:
-    """Seconds of ``clear_run`` over one run of ``total`` checkpoints, and how many it deleted."""
-    coll = InMemoryMongoClient()["bench"]["checkpoints"]
-    await _seed(coll, total, 1)
+async def _timed_clear(coll: InMemoryCollection) -> tuple[float, int]:
+    """Seconds of ``clear_run`` of run 0 of ``coll``, and how many checkpoints it deleted."""
     storage = MongoDBCheckpointStorage(coll, options=_options("run-0000"))
     gc.collect()
     started = time.perf_counter()
     result = await storage.clear_run()
     return time.perf_counter() - started, result.checkpoints_deleted
+
+
+async def _cell(total: int, runs: int, saves: int, *, clear: bool) -> tuple[float, tuple[float, int] | None]:
+    """Seed ``total`` checkpoints over ``runs`` runs; time saves into run 0, then maybe clear it."""
+    coll = InMemoryMongoClient()["bench"]["checkpoints"]
+    await _seed(coll, total, runs)
+    save = await _timed_saves(coll, saves)
+    return save, (await _timed_clear(coll) if clear else None)
 
 
 def _verdict(ratio: float, bound: float) -> str:
@@ -144,12 +150,16 @@ async def engine_scale_section(settings: ScaleSettings) -> str:
     smallest, largest = settings.save_sizes[0], settings.save_sizes[-1]
     save_rows: list[list[str]] = []
     costs: dict[tuple[str, int], float] = {}
+    clears: dict[int, tuple[float, int]] = {}
     for layout, runs in (("one run", 1), (f"{RUNS:,} runs", RUNS)):
         for total in settings.save_sizes:
             print(
                 f"engine scale: save into {total:,} checkpoints in {layout} ...", file=sys.stderr, flush=True
             )
-            costs[(layout, total)] = await _save_cost(total, runs, settings.saves)
+            clear = runs == 1 and total in settings.clear_sizes
+            costs[(layout, total)], cleared = await _cell(total, runs, settings.saves, clear=clear)
+            if cleared is not None:
+                clears[total] = cleared
         base = costs[(layout, smallest)]
         save_rows.append(
             [
@@ -167,10 +177,9 @@ async def engine_scale_section(settings: ScaleSettings) -> str:
     clear_rows: list[list[str]] = []
     per_checkpoint: dict[int, float] = {}
     for total in settings.clear_sizes:
-        print(f"engine scale: clear_run of {total:,} checkpoints ...", file=sys.stderr, flush=True)
-        seconds, deleted = await _clear_cost(total)
+        seconds, deleted = clears[total]
         per_checkpoint[total] = seconds / deleted
-        clear_rows.append([f"{total:,}", f"{seconds:.2f}", f"{seconds / deleted * 1e6:.1f}"])
+        clear_rows.append([f"{deleted:,}", f"{seconds:.2f}", f"{seconds / deleted * 1e6:.1f}"])
     clear_growth = per_checkpoint[settings.clear_sizes[-1]] / per_checkpoint[settings.clear_sizes[0]]
 
     verdicts = [
@@ -194,12 +203,13 @@ async def engine_scale_section(settings: ScaleSettings) -> str:
 `MongoDBCheckpointStorage` over `InMemoryMongoClient` with the storage's indexes
 (`ensure_indexes`). Save: median of {settings.saves} real saves into run 0 of a collection
 seeded with n checkpoints, all in that run or spread over {RUNS:,} runs (each with its
-counter). `clear_run`: one run of n checkpoints, the only one in the collection. Seeding clones a
+counter). `clear_run`: that one run afterwards (n checkpoints plus the timed saves; nothing else is
+stored). Seeding clones a
 stored checkpoint through the engine's `insert_many`, so the clones are indexed as saves are.
 
 {markdown_table(save_header, save_rows, right=1)}
 
-{markdown_table(["run size", "clear_run s", "us per checkpoint"], clear_rows, right=1)}
+{markdown_table(["checkpoints cleared", "clear_run s", "us per checkpoint"], clear_rows, right=1)}
 
 {markdown_table(["target", "ratio", "verdict"], verdicts, right=1)}
 """

@@ -28,7 +28,7 @@ Contenders are interleaved per repetition, ``gc.collect()`` runs before every ti
 stays enabled. It also counts round trips per operation (over the engine), measures the save
 throughput of 50 concurrent runs sharing one instant collection, and the engine's scale
 (``benchmarks.engine_scale``: a save into 500, 5,000 and 50,000 stored checkpoints, in one run and
-over 1,000 runs, and ``clear_run`` of 5,000 and 50,000; ``--quick`` uses 100/1,000 and 500/2,000).
+over 1,000 runs, and ``clear_run`` of 5,000 and 50,000; ``--quick`` uses 200 and 2,000 for both).
 
 Targets (issue 8): mongo-client and mongo-signed ``save`` <= 0.9x and ``load`` <= 0.5x
 ``FileCheckpointStorage`` on the 200- and 2000-message checkpoints. Issue 10: over the engine, a
@@ -79,7 +79,7 @@ SIGNING_KEY = bytes(range(32))
 OPERATIONS = ("save", "load", "get_latest", "page")
 BASELINE = "file"
 FULL_SCALE = ScaleSettings(save_sizes=(500, 5_000, 50_000), clear_sizes=(5_000, 50_000), saves=50)
-QUICK_SCALE = ScaleSettings(save_sizes=(100, 1_000), clear_sizes=(500, 2_000), saves=20)
+QUICK_SCALE = ScaleSettings(save_sizes=(200, 2_000), clear_sizes=(200, 2_000), saves=20)
 
 Operation = Callable[[], Awaitable[object]]
 

@@ -319,6 +319,8 @@ class CollectionBase(SettingsCarrier):
         One pass: the matches are found once, then each is removed by its ``_id``.
         """
         found = self._matching(filter_)
+        if len(found) > 1:
+            self._state.lookup.forget_orders()
         for document in found:
             self._delete_stored(document)
         return len(found)

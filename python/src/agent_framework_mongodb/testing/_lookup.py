@@ -213,6 +213,14 @@ class EqualityLookup:
         self._positions = {}
         self._orders = {}
 
+    def forget_orders(self) -> None:
+        """Drop the sorted values kept for ordered walks; they are rebuilt when next walked.
+
+        Before a bulk delete: removing each value from a sorted list moves the list's tail, so
+        removing a run's n values one by one would cost O(n²).
+        """
+        self._orders = {}
+
     def apply(self, specs: Sequence[Spec], before: Document | None, after: Document | None) -> None:
         """Record a write that happened: ``before`` left the collection, ``after`` entered it.
 
@@ -322,11 +330,12 @@ class EqualityLookup:
             order = self._orders[(name, prefix)] = _Order(node)
         if order.irregular:
             return None
-        keys = list(order.sorted if direction > 0 else reversed(order.sorted))
+        # Lazily, from the end the sort starts at: a copy of the list would cost the run's size.
+        keys = iter(order.sorted) if direction > 0 else reversed(order.sorted)
         return self._walk_keys(node, keys, below)
 
     def _walk_keys(
-        self, node: Trie, keys: list[tuple[int, Any]], below: int
+        self, node: Trie, keys: Iterator[tuple[int, Any]], below: int
     ) -> Iterator[tuple[Hashable, int, Any]]:
         for rank, key in keys:
             found: set[Hashable] = set()
