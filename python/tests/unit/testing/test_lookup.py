@@ -31,14 +31,50 @@ _VALUES = st.one_of(
 _FIELDS = ("a", "b", "c", "n")
 _DOCUMENTS = st.lists(st.dictionaries(st.sampled_from(_FIELDS), _VALUES, max_size=4), min_size=0, max_size=25)
 _LOOKUP_VALUES = st.sampled_from([0, 1, 2, 1.0, True, False, "x", "y", "1", None, _OID, _WHEN, math.nan])
-_CONDITIONS = st.one_of(
-    _LOOKUP_VALUES,
-    _LOOKUP_VALUES.map(lambda value: {"$eq": value}),
-    st.lists(_LOOKUP_VALUES, max_size=3).map(lambda values: {"$in": values}),
-    _LOOKUP_VALUES.map(lambda value: {"$gte": value}),
-    st.lists(_SCALARS, max_size=2),
-)
-_FILTERS = st.dictionaries(st.sampled_from(["a", "b", "c", "n.d", "_id", "a.0"]), _CONDITIONS, max_size=3)
+
+
+def _reachable(value: Any) -> list[Any]:
+    """The scalars a filter can name to match ``value``: itself, its elements, their ``d``."""
+    if isinstance(value, dict):
+        return _reachable(value.get("d"))
+    if isinstance(value, list):
+        return [found for item in value for found in _reachable(item)]
+    return [value]
+
+
+def _filters(documents: list[dict[str, Any]]) -> st.SearchStrategy[dict[str, Any]]:
+    """Filters naming, per field, values the documents hold there (so they match some), or any
+    lookup value."""
+
+    def held(path: str) -> list[Any]:
+        top, _, rest = path.partition(".")
+        found: list[Any] = []
+        for document in documents:
+            value = document.get(top)
+            if rest == "d":
+                value = [
+                    item.get("d")
+                    for item in (value if isinstance(value, list) else [value])
+                    if isinstance(item, dict)
+                ]
+            found.extend(_reachable(value))
+        return found
+
+    def condition(path: str) -> st.SearchStrategy[Any]:
+        pool = held(path)
+        values = st.one_of(*[st.sampled_from(pool)] * 3, _LOOKUP_VALUES) if pool else _LOOKUP_VALUES
+        return st.one_of(
+            values,
+            values.map(lambda value: {"$eq": value}),
+            st.lists(values, min_size=1, max_size=3).map(lambda items: {"$in": items}),
+            values.map(lambda value: {"$gte": value}),
+            st.lists(_SCALARS, max_size=2),
+        )
+
+    paths = st.lists(st.sampled_from(["a", "b", "c", "n.d", "_id", "a.0"]), max_size=3, unique=True)
+    return paths.flatmap(lambda chosen: st.fixed_dictionaries({path: condition(path) for path in chosen}))
+
+
 _SORTS = st.one_of(
     st.none(),
     st.lists(
@@ -90,11 +126,11 @@ _WRITES = st.lists(
 )
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     documents=_DOCUMENTS,
     writes=_WRITES,
-    filter_=_FILTERS,
+    data=st.data(),
     sort=_SORTS,
     skip=st.integers(0, 3),
     limit=st.integers(0, 4),
@@ -103,12 +139,13 @@ _WRITES = st.lists(
 async def test_indexed_results_are_the_scans(  # noqa: PLR0917 - hypothesis passes each strategy
     documents: list[dict[str, Any]],
     writes: list[tuple[str, Any]],
-    filter_: dict[str, Any],
+    data: st.DataObject,
     sort: list[tuple[str, int]] | None,
     skip: int,
     limit: int,
     projection: dict[str, Any] | None,
 ) -> None:
+    filter_ = data.draw(_filters(documents), label="filter")
     coll = await _seeded(documents, writes)
     scan = coll.database.client.backend["db"]["coll"]
     expected = list(scan.find(filter_, projection, sort=sort, skip=skip, limit=limit))
