@@ -125,7 +125,7 @@ class InMemoryCollection(CollectionBase):
         await self._enter("count_documents", session)
         self._check_default_collation(collation)
         self._check_hint(hint)
-        count = len(self._query(filter))
+        count = len(self._matching(filter))
         if skip is not None:
             if skip < 0:
                 raise command_error(15956, "Argument to $skip cannot be negative")
@@ -138,7 +138,7 @@ class InMemoryCollection(CollectionBase):
 
     async def estimated_document_count(self, **_ignored: Any) -> int:
         await self._enter("estimated_document_count")
-        return len(self._query(None))
+        return len(self._state.store)
 
     # -- writes -----------------------------------------------------------------------------------
     async def insert_one(

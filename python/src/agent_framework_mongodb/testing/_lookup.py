@@ -175,12 +175,15 @@ class _Order:
     def __init__(self, keys: Iterable[Hashable]) -> None:
         self.sorted: list[tuple[int, Any]] = []
         self.irregular = 0
+        # The rank each child key was filed with: a removal may name it by an equal value of
+        # another rank (true for the key 1), which must find the entry that is there.
+        self._ranks: dict[Hashable, int | None] = {}
         for key in keys:
             self.add(key, insort=False)
         self.sorted.sort()
 
     def add(self, key: Hashable, *, insort: bool = True) -> None:
-        rank = _sort_rank(key)
+        rank = self._ranks[key] = _sort_rank(key)
         if rank is None:
             self.irregular += 1
         elif insort:
@@ -189,12 +192,11 @@ class _Order:
             self.sorted.append((rank, key))
 
     def remove(self, key: Hashable) -> None:
-        rank = _sort_rank(key)
+        rank = self._ranks.pop(key)
         if rank is None:
             self.irregular -= 1
             return
-        position = bisect.bisect_left(self.sorted, (rank, key))
-        del self.sorted[position]
+        del self.sorted[bisect.bisect_left(self.sorted, (rank, key))]
 
 
 class EqualityLookup:

@@ -209,3 +209,25 @@ async def test_values_mongomock_equates_are_found_and_doubts_fall_back_to_the_sc
     expected = [d["_id"] for d in scan.find({"k": 1}, sort=[("s", DESCENDING)], limit=3)]
     ordered = await coll.find({"k": 1}, sort=[("s", DESCENDING)], limit=3).to_list()
     assert [d["_id"] for d in ordered] == expected == [2, 4, 1]  # true ranks above numbers
+
+
+async def test_ordered_walk_stays_in_step_with_writes_of_equal_values_of_other_types() -> None:
+    coll = InMemoryMongoClient()["db"]["coll"]
+    await coll.create_index([("k", ASCENDING), ("s", ASCENDING)])
+    scan = coll.database.client.backend["db"]["coll"]
+
+    async def walked() -> list[Any]:
+        found = await coll.find({"k": 1}, sort=[("s", DESCENDING)], limit=10).to_list()
+        expected = list(scan.find({"k": 1}, sort=[("s", DESCENDING)], limit=10))
+        assert _encoded(found) == _encoded(expected)
+        return [document["_id"] for document in found]
+
+    await coll.insert_many([{"_id": i, "k": 1, "s": s} for i, s in enumerate([3, 1, 2])])
+    assert await walked() == [0, 2, 1]  # the sorted values of s under k=1 are kept from here on
+    await coll.insert_one({"_id": 3, "k": 1, "s": True})  # filed under the key 1 already there
+    await coll.delete_one({"_id": 1})
+    await coll.delete_one({"_id": 3})  # removes the key 1, named by true
+    await coll.insert_many([{"_id": 4, "k": 1, "s": 0}, {"_id": 5, "k": 1, "s": 5}])
+    assert await walked() == [5, 0, 2, 4]
+    assert (await coll.delete_many({"k": 1, "s": {"$lt": 3}})).deleted_count == 2
+    assert await walked() == [5, 0]
