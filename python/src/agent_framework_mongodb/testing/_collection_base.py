@@ -22,8 +22,8 @@ from ._cursor import InMemoryCommandCursor, normalize_sort
 from ._errors import command_error, duplicate_command_error, duplicate_write_error, write_error
 from ._faults import HeldOperation
 from ._indexes import matches
-from ._lookup import answerable, holds, sort_documents
 from ._options import ReadPreferenceMode, SettingsCarrier
+from ._sorting import answerable, holds, sort_documents
 from ._updates import compute_post_image, validate_update
 
 if TYPE_CHECKING:

@@ -28,17 +28,12 @@ quirks included (``{"a": 1}`` matches ``true`` there, as Python's ``==`` does):
 
 A sorted query with a limit whose sort is the index field right after the fixed prefix (the
 storage's greatest-sequence read, its pages and ``get_latest``) walks that field's values in order
-and stops after skip + limit matches, instead of sorting every candidate: for each (index, prefix)
-it is asked for, the engine keeps the prefix's values of that field sorted, by mongomock_ng's
-BSON order (its type rank, then Python's ``<`` within a type). The walk is used only when the
-values under the prefix are all plain scalars of one sortable kind each (no array, no missing
-field, no NaN); each document it yields is checked to hold the value it was filed under (so a
-``true`` filed with ``1`` is caught), and any doubt makes the caller sort the candidates instead.
+(``_sorting.SortedKeys``, kept for each (index, prefix) asked for) and stops after skip + limit
+matches, instead of sorting every candidate.
 """
 
 from __future__ import annotations
 
-import bisect
 import itertools
 import math
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
@@ -51,12 +46,12 @@ from bson.objectid import ObjectId
 
 from ._codec import as_list, as_mapping
 from ._indexes import matches
+from ._sorting import SortedKeys
 from ._stored import store_key
 
-__all__ = ["EqualityLookup", "answerable", "holds", "sort_documents"]
+__all__ = ["EqualityLookup"]
 
 _iter_key_candidates: Any = getattr(_filtering, "iter_key_candidates")  # noqa: B009 - untyped module
-_resolve_sort_key: Any = getattr(_filtering, "resolve_sort_key")  # noqa: B009 - untyped module
 
 Spec = Mapping[str, Any]
 Document = Mapping[str, Any]
@@ -66,9 +61,6 @@ Trie = dict[Hashable, Any]
 _OPAQUE = object()
 """The key of a value no lookup can equal (a document, an array, anything unhashable)."""
 _LOOKUP_TYPES = (str, int, bool, float, Int64, ObjectId, datetime)
-_SORT_RANKS: dict[type, int] = {int: 10, Int64: 10, float: 10, str: 15, ObjectId: 35, bool: 40, datetime: 45}
-"""mongomock_ng's comparison rank (``filtering._get_compare_type``) of the types the walk orders;
-within a rank it compares with Python's operators, as ``bson_compare`` does for these types."""
 _MAX_COMBINATIONS = 1024
 """More ``$in`` combinations than this over an index's fields use a shorter prefix of them."""
 
@@ -161,44 +153,6 @@ def _repeats(partial: Any, filter_: Mapping[str, Any]) -> bool:
     return True
 
 
-def _sort_rank(value: Any) -> int | None:
-    kind: type = type(cast("object", value))
-    rank = _SORT_RANKS.get(kind)
-    if rank is None or (isinstance(value, float) and math.isnan(value)):
-        return None
-    return rank
-
-
-class _Order:
-    """One trie node's child keys in sort order, and how many child keys no walk can order."""
-
-    def __init__(self, keys: Iterable[Hashable]) -> None:
-        self.sorted: list[tuple[int, Any]] = []
-        self.irregular = 0
-        # The rank each child key was filed with: a removal may name it by an equal value of
-        # another rank (true for the key 1), which must find the entry that is there.
-        self._ranks: dict[Hashable, int | None] = {}
-        for key in keys:
-            self.add(key, insort=False)
-        self.sorted.sort()
-
-    def add(self, key: Hashable, *, insort: bool = True) -> None:
-        rank = self._ranks[key] = _sort_rank(key)
-        if rank is None:
-            self.irregular += 1
-        elif insort:
-            bisect.insort(self.sorted, (rank, key))
-        else:
-            self.sorted.append((rank, key))
-
-    def remove(self, key: Hashable) -> None:
-        rank = self._ranks.pop(key)
-        if rank is None:
-            self.irregular -= 1
-            return
-        del self.sorted[bisect.bisect_left(self.sorted, (rank, key))]
-
-
 class EqualityLookup:
     """Per index of the catalog, its fields' values mapped to the store keys of the documents."""
 
@@ -207,7 +161,7 @@ class EqualityLookup:
         self._maps: dict[str, Trie] | None = None
         self._positions: dict[Hashable, int] = {}
         self._next = 0
-        self._orders: dict[tuple[str, tuple[Hashable, ...]], _Order] = {}
+        self._orders: dict[tuple[str, tuple[Hashable, ...]], SortedKeys] = {}
 
     def invalidate(self) -> None:
         """Forget the maps; the next lookup rebuilds them (after index changes or a drop)."""
@@ -329,7 +283,7 @@ class EqualityLookup:
             return iter(())
         order = self._orders.get((name, prefix))
         if order is None:
-            order = self._orders[(name, prefix)] = _Order(node)
+            order = self._orders[(name, prefix)] = SortedKeys(node)
         if order.irregular:
             return None
         # Lazily, from the end the sort starts at: a copy of the list would cost the run's size.
@@ -446,36 +400,3 @@ def _gather(node: Any, levels: int, found: set[Hashable]) -> None:
         return
     for child in node.values():
         _gather(child, levels - 1, found)
-
-
-def answerable(sort: Sequence[tuple[str, int]] | None, projection: Mapping[str, Any] | None) -> bool:
-    """Whether candidates can be sorted and projected here as mongomock_ng would: plain field
-    sorts, and a projection of plain inclusions or exclusions (operators and computed fields,
-    which can drop documents before skip and limit apply, go through mongomock_ng's ``find``)."""
-    if any(field.startswith("$") for field, _ in sort or ()):
-        return False
-    if projection is None:
-        return True
-    return not any(
-        as_mapping(value) is not None or (isinstance(value, str) and value.startswith("$"))
-        for value in projection.values()
-    )
-
-
-def sort_documents(documents: list[dict[str, Any]], sort: Sequence[tuple[str, int]]) -> list[dict[str, Any]]:
-    """``documents`` ordered as mongomock_ng's ``find`` orders them: one stable sort per key, the
-    last key first, with its BSON comparison of each key's value."""
-    for field, direction in reversed(sort):
-        documents = sorted(
-            documents, key=lambda document: _resolve_sort_key(field, document), reverse=direction < 0
-        )
-    return documents
-
-
-def holds(document: Mapping[str, Any], field: str, rank: int, key: Any) -> bool:
-    """Whether ``document`` holds, at ``field``, a plain scalar of ``rank`` equal to ``key``: the
-    value the walk filed it under, so mongomock_ng's sort would place it there too."""
-    if field not in document:
-        return False
-    value = document[field]
-    return _sort_rank(value) == rank and bool(value == key)
