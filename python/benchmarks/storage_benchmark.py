@@ -25,12 +25,15 @@ Each read storage holds the same 100 checkpoints; ``load`` reads the 50th. The p
 baselines (their nearest equivalent, which has no limit). ``get_latest`` of ``FileCheckpointStorage``
 decodes every file of the run (it is ``list_checkpoints`` plus ``max``), so it grows with the run.
 Contenders are interleaved per repetition, ``gc.collect()`` runs before every timed call and GC
-stays enabled. It also counts round trips per operation (over the engine) and measures the save
-throughput of 50 concurrent runs sharing one instant collection.
+stays enabled. It also counts round trips per operation (over the engine), measures the save
+throughput of 50 concurrent runs sharing one instant collection, and the engine's scale
+(``benchmarks.engine_scale``: a save into 500, 5,000 and 50,000 stored checkpoints, in one run and
+over 1,000 runs, and ``clear_run`` of 5,000 and 50,000; ``--quick`` uses 200 and 2,000 for both).
 It ends with the long-run section of ``benchmarks.long_runs`` (issue 13; its own docstring).
 
 Targets (issue 8): mongo-client and mongo-signed ``save`` <= 0.9x and ``load`` <= 0.5x
-``FileCheckpointStorage`` on the 200- and 2000-message checkpoints.
+``FileCheckpointStorage`` on the 200- and 2000-message checkpoints. Issue 10: over the engine, a
+save into 50,000 checkpoints <= 1.5x a save into 500, and ``clear_run`` linear in the run's size.
 """
 
 from __future__ import annotations
@@ -60,6 +63,7 @@ from agent_framework_mongodb.testing import InMemoryMongoClient
 from benchmarks._doubles import CountingCollection, InstantCollection
 from benchmarks._report import machine_facts, markdown_table
 from benchmarks.checkpoints import CONVERSATION_SIZES, build_checkpoint
+from benchmarks.engine_scale import ScaleSettings, engine_scale_section
 from benchmarks.long_runs import FULL, QUICK, long_run_section
 
 __all__ = ["main"]
@@ -76,6 +80,8 @@ SIGNING_KEY = bytes(range(32))
 """A fixed benchmark key: what is measured is the HMAC's cost, not its secrecy."""
 OPERATIONS = ("save", "load", "get_latest", "page")
 BASELINE = "file"
+FULL_SCALE = ScaleSettings(save_sizes=(500, 5_000, 50_000), clear_sizes=(5_000, 50_000), saves=50)
+QUICK_SCALE = ScaleSettings(save_sizes=(200, 2_000), clear_sizes=(200, 2_000), saves=20)
 
 Operation = Callable[[], Awaitable[object]]
 
@@ -87,6 +93,7 @@ class Settings:
     saves_per_run: int
     throughput_sizes: tuple[int, ...]
     quick: bool
+    scale: ScaleSettings
 
 
 def _variant(
@@ -433,6 +440,8 @@ async def run(settings: Settings, *, force_profile: bool) -> str:
         right=1,
     )
 
+    scale = await engine_scale_section(settings.scale)
+
     profile = ""
     profile_sizes = sorted({size for size, _ in missed} or ({200} if force_profile else set()))
     for size in profile_sizes:
@@ -481,7 +490,8 @@ checkpoints. The page is `list_checkpoint_page(limit={PAGE_ITEMS})` for MongoDB 
 work is CPU-bound in one event loop, so concurrency adds no speed, only overlap.
 
 {throughput}
-"""
+
+{scale}"""
     report += "\n" + await long_run_section(QUICK if settings.quick else FULL)
     if profile:
         report += f"\n## Where the time goes (cProfile, client-side)\n\n```text\n{profile}\n```\n"
@@ -507,6 +517,7 @@ def main(argv: list[str] | None = None) -> int:
         saves_per_run=2 if quick else 10,
         throughput_sizes=CONVERSATION_SIZES[:2],
         quick=quick,
+        scale=QUICK_SCALE if quick else FULL_SCALE,
     )
     report = asyncio.run(run(settings, force_profile=bool(arguments.profile)))
     output: Path = arguments.output

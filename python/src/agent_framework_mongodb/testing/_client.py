@@ -28,6 +28,7 @@ from ._journal import Journal
 from ._options import ReadPreferenceMode, SettingsCarrier, client_settings
 from ._scheduling import Scheduler, Scheduling, pass_turns
 from ._state import CollectionState
+from ._stored import DocumentStore
 from ._timeouts import current_deadline
 
 SERVER_VERSION = "7.0.0"
@@ -305,8 +306,8 @@ class InMemoryMongoClient(SettingsCarrier):
         """The state every view of ``database.name`` shares, made on first use."""
         key = (database, name)
         if key not in self._states:
-            backend = self.backend[database][name]
-            self._states[key] = CollectionState(f"{database}.{name}", lambda: list(backend.find({})))
+            store = DocumentStore(self.backend[database][name])
+            self._states[key] = CollectionState(f"{database}.{name}", store)
         return self._states[key]
 
     def existing_collection_names(self, database: str) -> list[str]:

@@ -130,7 +130,7 @@ class InMemoryCollection(CollectionBase):
         async with self._round_trip("count_documents", session):
             self._check_default_collation(collation)
             self._check_hint(hint)
-            count = len(self._query(filter))
+            count = len(self._matching(filter))
             if skip is not None:
                 if skip < 0:
                     raise command_error(15956, "Argument to $skip cannot be negative")
@@ -143,7 +143,7 @@ class InMemoryCollection(CollectionBase):
 
     async def estimated_document_count(self, *, session: object = None, **_ignored: Any) -> int:
         async with self._round_trip("estimated_document_count", session):
-            return len(self._query(None))
+            return len(self._state.store)
 
     # -- writes -----------------------------------------------------------------------------------
     async def insert_one(

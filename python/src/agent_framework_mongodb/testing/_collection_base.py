@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -20,9 +21,11 @@ from ._collation import check_collation, collation_document
 from ._cursor import InMemoryCommandCursor, normalize_sort
 from ._errors import command_error, duplicate_command_error, duplicate_write_error, write_error
 from ._faults import HeldOperation
+from ._indexes import matches
 from ._keywords import check_keywords
 from ._options import ReadPreferenceMode, SettingsCarrier
 from ._scheduling import pass_turns
+from ._sorting import answerable, holds, sort_documents
 from ._updates import compute_post_image, validate_update
 from ._upsert_race import server_retries
 
@@ -173,9 +176,88 @@ class CollectionBase(SettingsCarrier):
         limit: int = 0,
         projection: dict[str, Any] | None = None,
     ) -> list[dict[str, Any]]:
+        """Copies of the stored documents matching ``filter_``, as mongomock_ng's ``find`` returns."""
         server_filter = wire(dict(filter_ or {}))
+        if not answerable(sort, projection):
+            return self._scanned(server_filter, sort=sort, skip=skip, limit=limit, projection=projection)
+        found = self._walked(server_filter, sort, skip + abs(limit)) if sort and limit else None
+        if found is None:
+            candidates = self._candidates(server_filter)
+            if candidates is None:
+                return self._scanned(server_filter, sort=sort, skip=skip, limit=limit, projection=projection)
+            found = sort_documents([d for d in candidates if matches(server_filter, d)], sort or [])
+        found = found[skip:][: abs(limit)] if limit else found[skip:]
+        if projection is None:
+            return [copy.deepcopy(document) for document in found]
+        return self._projected(found, server_filter, projection)
+
+    def _scanned(
+        self,
+        server_filter: dict[str, Any],
+        *,
+        sort: list[tuple[str, int]] | None,
+        skip: int,
+        limit: int,
+        projection: dict[str, Any] | None,
+    ) -> list[dict[str, Any]]:
+        """mongomock_ng's own ``find``: every stored document matched against the filter."""
         cursor = self._backend.find(server_filter, projection, sort=sort or None, skip=skip, limit=limit)
         return list(cursor)
+
+    def _walked(
+        self, server_filter: Mapping[str, Any], sort: list[tuple[str, int]], wanted: int
+    ) -> list[dict[str, Any]] | None:
+        """The first ``wanted`` matches in sort order, by walking an index's values of the sort
+        field in order; None when no index gives that order or a document breaks it."""
+        walk = self._state.lookup.ordered(self._state.catalog.specs(), server_filter, sort)
+        if walk is None:
+            return None
+        field = sort[0][0]
+        found: list[dict[str, Any]] = []
+        for key, rank, value in walk:
+            document = self._state.store.get(key)
+            if not holds(document, field, rank, value):
+                return None
+            if matches(server_filter, document):
+                found.append(document)
+                if len(found) == wanted:
+                    break
+        if not found:
+            matches(server_filter, {})  # as mongomock_ng does on an empty collection: a bad filter raises
+        return found
+
+    def _candidates(self, server_filter: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+        """The stored documents (not copies) an index lookup offers for ``server_filter``, in
+        natural order; None when the filter must scan the collection."""
+        keys = self._state.lookup.candidates(self._state.catalog.specs(), server_filter)
+        if keys is None:
+            return None
+        if not keys:
+            matches(server_filter, {})  # as mongomock_ng does on an empty collection: a bad filter raises
+        return [self._state.store.get(key) for key in keys]
+
+    def _matching(self, filter_: Filter | None) -> list[dict[str, Any]]:
+        """The stored documents themselves matching ``filter_``, in natural order (for reading only)."""
+        server_filter = wire(dict(filter_ or {}))
+        candidates = self._candidates(server_filter)
+        if candidates is None:
+            candidates = list(self._state.store)
+            if not candidates:
+                matches(server_filter, {})
+        return [document for document in candidates if matches(server_filter, document)]
+
+    def _projected(
+        self, documents: list[dict[str, Any]], server_filter: Mapping[str, Any], projection: dict[str, Any]
+    ) -> list[dict[str, Any]]:
+        """mongomock_ng's projection of ``documents`` (its positional ``$`` reads the filter)."""
+        scratch = self._database.client.scratch
+        scratch.delete_many({})
+        try:
+            if documents:
+                scratch.insert_many([copy.deepcopy(document) for document in documents])
+            return list(scratch.find(server_filter, projection))
+        finally:
+            scratch.delete_many({})
 
     def _check_hint(self, hint: Hint) -> None:
         if hint is None:
@@ -193,9 +275,9 @@ class CollectionBase(SettingsCarrier):
         spec = self._state.unique.collision(specs, None, stored)
         if spec is not None:
             raise duplicate_write_error(self._state.catalog.duplicate_key(spec, stored), index=index)
-        self._backend.insert_one(stored)
+        self._state.store.insert(stored)
         self._log.put(stored)
-        self._state.unique.apply(specs, None, stored)
+        self._state.record(None, stored)
         self._state.created = True
 
     def _project(self, document: dict[str, Any] | None, projection: Any) -> dict[str, Any] | None:
@@ -261,47 +343,49 @@ class CollectionBase(SettingsCarrier):
         if spec is not None:
             dup = self._state.catalog.duplicate_key(spec, post)
             raise duplicate_command_error(dup) if command else duplicate_write_error(dup)
-        self._state.unique.apply(specs, pre, post)
         if pre is None:
-            self._backend.insert_one(dict(post))
+            self._state.store.insert(dict(post))
             self._log.put(post)
+            self._state.record(None, post)
             self._state.created = True
             return None, post, post["_id"], True
         changed = not same_bson(pre, post)
-        if changed and as_mapping(pre["_id"]) is not None:
-            # mongomock_ng cannot replace a document whose _id is a document: delete, re-insert.
-            self._backend.delete_one({"_id": pre["_id"]})
-            self._backend.insert_one(dict(post))
-            self._log.put(post, moved=True)  # to the end of the natural order, as here
-        elif changed:
-            self._backend.replace_one({"_id": pre["_id"]}, dict(post))
-            self._log.put(post)
+        if changed:
+            stored = dict(post)
+            self._state.store.replace(stored)  # in place: a document keeps its natural position
+            self._log.put(stored)
+            self._state.record(pre, stored)
         return pre, post, None, changed
 
     def delete_matching(self, filter_: Filter) -> int:
-        """Synchronously delete every stored document matching ``filter_`` (used by the TTL helper)."""
-        found = self._query(filter_)
+        """Synchronously delete every stored document matching ``filter_`` (used by the TTL helper).
+
+        One pass: the matches are found once, then each is removed by its ``_id``.
+        """
+        found = self._matching(filter_)
+        if len(found) > 1:
+            self._state.lookup.forget_orders()
         for document in found:
             self._delete_stored(document)
         return len(found)
 
     def _delete_stored(self, document: Mapping[str, Any]) -> None:
-        self._backend.delete_one({"_id": document["_id"]})
+        self._state.store.delete(document)
         self._log.delete(document["_id"])
-        self._state.unique.apply(self._state.catalog.unique_specs(), document, None)
+        self._state.record(document, None)
 
     def stored_documents(self) -> list[dict[str, Any]]:
         """A copy of the stored documents, datetimes as naive UTC as the server keeps them."""
-        return self._query(None)
+        return [copy.deepcopy(document) for document in self._state.store]
 
     def restore_documents(self, documents: Sequence[dict[str, Any]]) -> None:
         """Store ``documents`` as they are, in this order, without checks (the file-backed replay).
 
         Nothing is recorded; the caller restores the catalog and existence itself.
         """
-        if documents:
-            self._backend.insert_many(list(documents))
-        self._state.unique.invalidate()
+        for document in documents:
+            self._state.store.insert(document)
+        self._state.indexes_changed()
 
     def index_specs(self) -> list[dict[str, Any]]:
         """The index definitions (without ``v``), ``_id_`` first; empty before the collection exists."""
@@ -330,18 +414,16 @@ class CollectionBase(SettingsCarrier):
             return self._build_indexes(indexes)
 
     def _build_indexes(self, indexes: Sequence[IndexModel]) -> list[str]:
-        documents = self._query(None)
         names: list[str] = []
         for model in indexes:
             spec = self._state.catalog.prepare(model.document)
             if spec is not None:
-                for position, document in enumerate(documents):
-                    dup = self._state.catalog.duplicate(document, documents[:position], specs=[spec])
-                    if dup is not None:
-                        raise duplicate_command_error(dup, prefix="Index build failed: ")
+                dup = self._state.catalog.first_duplicate(spec, self._state.store)
+                if dup is not None:
+                    raise duplicate_command_error(dup, prefix="Index build failed: ")
                 self._state.catalog.add(spec)
                 self._log.add_index(spec)
-                self._state.unique.invalidate()
+                self._state.indexes_changed()
             names.append(str(model.document["name"]))
         self._state.created = True
         self._log.exists()
@@ -372,13 +454,13 @@ class CollectionBase(SettingsCarrier):
                 raise command_error(26, f"ns not found {self.full_name}")
             self._state.catalog.drop(name)
             self._log.drop_index(name)
-            self._state.unique.invalidate()
+            self._state.indexes_changed()
 
     async def drop_indexes(self, *, session: object = None, **_ignored: Any) -> None:
         async with self._round_trip("drop_indexes", session):
             self._state.catalog.drop_all()
             self._log.drop_indexes()
-            self._state.unique.invalidate()
+            self._state.indexes_changed()
 
     async def drop(self, *, session: object = None, **extra: Any) -> None:
         check_keywords("drop", extra)
@@ -387,6 +469,6 @@ class CollectionBase(SettingsCarrier):
 
     def reset(self) -> None:
         """Forget documents and indexes, as dropping the collection does."""
-        self._backend.drop()
+        self._state.store.drop()
         self._state.reset()
         self._log.drop()

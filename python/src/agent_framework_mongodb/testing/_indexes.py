@@ -286,23 +286,19 @@ class IndexCatalog:
         """The unique indexes, ``_id_`` first."""
         return [spec for spec in self._specs.values() if _is_unique(spec)]
 
-    def duplicate(
-        self,
-        candidate: Mapping[str, Any],
-        others: Iterable[Mapping[str, Any]],
-        specs: Iterable[Mapping[str, Any]] | None = None,
+    def first_duplicate(
+        self, spec: Mapping[str, Any], documents: Iterable[Mapping[str, Any]]
     ) -> DuplicateKey | None:
-        """The first unique index ``candidate`` collides on against ``others``, if any."""
-        unique = [s for s in (self._specs.values() if specs is None else specs) if _is_unique(s)]
-        if not unique:
+        """Building ``spec`` over ``documents`` (in order): the first that collides with an earlier
+        one, if ``spec`` is unique. One pass over the entries, not a pairwise comparison."""
+        if not _is_unique(spec):
             return None
-        population = list(others)
-        for spec in unique:
-            entries = index_entries(spec, candidate)
-            if not entries:
-                continue
-            if any(entries & index_entries(spec, other) for other in population):
-                return self.duplicate_key(spec, candidate)
+        seen: set[tuple[Any, ...]] = set()
+        for document in documents:
+            entries = index_entries(spec, document)
+            if entries & seen:
+                return self.duplicate_key(spec, document)
+            seen |= entries
         return None
 
     def duplicate_key(self, spec: Mapping[str, Any], candidate: Mapping[str, Any]) -> DuplicateKey:

@@ -68,17 +68,13 @@ class NamespaceLog:
         self._journal = journal
         self._namespace = namespace
 
-    def put(self, document: Mapping[str, Any], *, moved: bool = False) -> None:
-        """``document`` was stored: inserted, or in place of the stored one with its ``_id``.
+    def put(self, document: Mapping[str, Any]) -> None:
+        """``document`` was stored: inserted (last), or in place of the stored one with its ``_id``.
 
-        ``moved``: it replaced the stored one by taking the last place in the natural order. One
-        record, not a delete and a put, so a torn append cannot lose the document.
+        One record for a replacement, not a delete and a put, so a torn append cannot lose it.
         """
         if self._journal.enabled:
-            record: dict[str, Any] = {"op": "put", "doc": document}
-            if moved:
-                record["moved"] = True
-            self._journal.append(self._namespace, record)
+            self._journal.append(self._namespace, {"op": "put", "doc": document})
 
     def delete(self, document_id: Any) -> None:
         """The document with ``document_id`` was removed."""
@@ -132,10 +128,7 @@ class _Replay:
         op = record["op"]
         if op == "put":
             document = dict(record["doc"])
-            key = _id_key(document["_id"])
-            if record.get("moved"):
-                documents.pop(key, None)
-            documents[key] = document
+            documents[_id_key(document["_id"])] = document
             state.created = True
         elif op == "delete":
             documents.pop(_id_key(record["id"]), None)

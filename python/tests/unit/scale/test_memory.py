@@ -86,7 +86,7 @@ async def test_list_checkpoint_ids_over_ten_thousand_never_holds_payloads() -> N
         }
         for index in range(1, RUN_SIZE)
     ]
-    client["scale"].backend["checkpoints"].insert_many(clones)  # as stored; no per-insert checks
+    await engine.insert_many(clones)  # through the engine, which keeps its index entries write by write
     del clones
     proxy.shapes.clear()
     gc.collect()

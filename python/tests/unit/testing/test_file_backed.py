@@ -88,7 +88,7 @@ async def write_everything(client: InMemoryMongoClient) -> None:
         ]
     )
     await runs.update_one({"_id": 1}, {"$set": {"seq": 10}})
-    await runs.update_one({"_id": {"compound": 1}}, {"$set": {"seq": 2}})  # moves to the end
+    await runs.update_one({"_id": {"compound": 1}}, {"$set": {"seq": 2}})  # keeps its place
     counter = {"$inc": {"value": 1}, "$set": {"kind": "counter"}}
     await runs.update_one({"_id": "counter"}, counter, upsert=True)
     await runs.find_one_and_update({"_id": "counter"}, [{"$set": {"value": {"$add": ["$value", 1]}}}])
@@ -121,7 +121,7 @@ async def test_reopening_restores_documents_indexes_collections_and_drops(path: 
     assert set(before) == {"app.runs", "app.localized", "app.bare", "other.reindexed"}
     assert before["app.localized"]["collation"]["locale"] == "fr_CA"
     assert [spec["name"] for spec in before["app.runs"]["indexes"]] == ["_id_", "scope_seq", "ttl", "partial"]
-    assert [doc["_id"] for doc in before["app.runs"]["documents"]] == [1, "two", {"compound": 1}, "counter"]
+    assert [doc["_id"] for doc in before["app.runs"]["documents"]] == [{"compound": 1}, 1, "two", "counter"]
     # The restored unique indexes still refuse duplicates.
     with pytest.raises(BulkWriteError):
         await reopened["app"]["runs"].insert_many([{"tenant": "t", "seq": 2}])
