@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from ._collection import InMemoryCollection
 from ._indexes import matches, resolve
+from ._stored import store_key
 
 
 def _naive_utc(moment: datetime) -> datetime:
@@ -31,6 +33,9 @@ def expire_documents(collection: InMemoryCollection, *, now: datetime) -> int:
     """
     current = _naive_utc(now)
     doomed: list[Any] = []
+    # By the key the store files them under (a document _id made hashable): a list membership
+    # test made expiring n documents O(n^2).
+    seen: set[Hashable] = set()
     for spec in collection.index_specs():
         ttl = spec.get("expireAfterSeconds")
         if ttl is None or len(spec["key"]) != 1:
@@ -42,7 +47,9 @@ def expire_documents(collection: InMemoryCollection, *, now: datetime) -> int:
             if partial is not None and not matches(partial, document):
                 continue
             values = resolve(document, field.split("."))
-            if any(_expired(value, threshold) for value in values) and document["_id"] not in doomed:
+            key = store_key(document["_id"])
+            if key not in seen and any(_expired(value, threshold) for value in values):
+                seen.add(key)
                 doomed.append(document["_id"])
     if not doomed:
         return 0

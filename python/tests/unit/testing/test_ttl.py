@@ -54,3 +54,19 @@ async def test_engine_never_expires_documents_by_itself(coll: InMemoryCollection
     await coll.create_index("at", expireAfterSeconds=0)
     await coll.insert_one({"_id": 1, "at": datetime(2000, 1, 1)})
     assert await coll.count_documents({}) == 1
+
+
+async def test_a_document_two_ttl_indexes_expire_is_deleted_once(coll: InMemoryCollection) -> None:
+    await coll.create_index("at", expireAfterSeconds=60)
+    await coll.create_index("until", expireAfterSeconds=0)
+    past = NOW - timedelta(hours=1)
+    await coll.insert_many(
+        [
+            {"_id": {"run": 1}, "at": past, "until": past},  # a document _id: filed under a hashable key
+            {"_id": {"run": 2}, "at": past},
+            {"_id": {"run": 3}, "at": NOW, "until": NOW + timedelta(minutes=1)},
+        ]
+    )
+
+    assert expire_documents(coll, now=NOW) == 2
+    assert [d["_id"] for d in await coll.find({}).to_list()] == [{"run": 3}]
