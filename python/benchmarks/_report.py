@@ -1,14 +1,16 @@
-"""Rendering for the storage benchmark: machine facts and markdown tables."""
+"""Rendering for the storage benchmark: machine facts, markdown tables, and writing the report."""
 
 from __future__ import annotations
 
 import os
 import platform
+import sys
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from importlib.metadata import version
+from pathlib import Path
 
-__all__ = ["machine_facts", "markdown_table"]
+__all__ = ["machine_facts", "markdown_table", "write_report"]
 
 
 def machine_facts() -> list[tuple[str, str]]:
@@ -31,3 +33,11 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]], *, righ
     lines = ["| " + " | ".join(header) + " |", "| " + " | ".join(align) + " |"]
     lines.extend("| " + " | ".join(row) + " |" for row in rows)
     return "\n".join(lines)
+
+
+def write_report(report: str, output: Path) -> None:
+    """Write ``report`` to ``output`` (creating its folder), print it, and say where it went."""
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(report, encoding="utf-8")
+    print(report)
+    print(f"written to {output}", file=sys.stderr)

@@ -73,7 +73,7 @@ from agent_framework_mongodb.checkpoints.codec import CheckpointCodec
 from agent_framework_mongodb.errors import MongoDBSerializationError
 from agent_framework_mongodb.testing import InMemoryMongoClient
 from benchmarks._metered import MeteredCollection
-from benchmarks._report import machine_facts, markdown_table
+from benchmarks._report import machine_facts, markdown_table, write_report
 from benchmarks.checkpoints import build_checkpoint, build_conversation
 
 __all__ = ["FULL", "QUICK", "LongRunSettings", "long_run_section", "main"]
@@ -683,10 +683,7 @@ before a chunked payload format (issue 13, docs/adr/draft-chunked-payloads.md).
 
 {section}"""
     output: Path = arguments.output
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(report, encoding="utf-8")
-    print(report)
-    print(f"written to {output}", file=sys.stderr)
+    write_report(report, output)
     return 0
 
 

@@ -61,7 +61,7 @@ from agent_framework_mongodb import MongoDBCheckpointStorage, MongoDBCheckpointS
 from agent_framework_mongodb.checkpoints.codec import CheckpointCodec
 from agent_framework_mongodb.testing import InMemoryMongoClient
 from benchmarks._doubles import CountingCollection, InstantCollection
-from benchmarks._report import machine_facts, markdown_table
+from benchmarks._report import machine_facts, markdown_table, write_report
 from benchmarks.checkpoints import CONVERSATION_SIZES, build_checkpoint
 from benchmarks.engine_scale import ScaleSettings, engine_scale_section
 from benchmarks.long_runs import FULL, QUICK, long_run_section
@@ -521,10 +521,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     report = asyncio.run(run(settings, force_profile=bool(arguments.profile)))
     output: Path = arguments.output
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(report, encoding="utf-8")
-    print(report)
-    print(f"written to {output}", file=sys.stderr)
+    write_report(report, output)
     return 0
 
 
