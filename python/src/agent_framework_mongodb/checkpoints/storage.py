@@ -4,7 +4,7 @@ Each public method is a short orchestration of the steps below it: validate and 
 I/O, then as few round trips as the operation allows (a save costs two in steady state, an
 identical retry included: the sequence allocation and an insert that reports an existing
 checkpoint's identity; with ``keep_last``, a pruning save costs two more; a load, latest, page,
-run page or delete costs one). Every operation runs under one
+summary page, run page or delete costs one). Every operation runs under one
 client-side deadline (``operation_timeout``), all its round trips included.
 """
 

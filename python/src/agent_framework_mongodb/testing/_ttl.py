@@ -47,8 +47,10 @@ def expire_documents(collection: InMemoryCollection, *, now: datetime) -> int:
             if partial is not None and not matches(partial, document):
                 continue
             values = resolve(document, field.split("."))
+            if not any(_expired(value, threshold) for value in values):
+                continue
             key = store_key(document["_id"])
-            if key not in seen and any(_expired(value, threshold) for value in values):
+            if key not in seen:
                 seen.add(key)
                 doomed.append(document["_id"])
     if not doomed:

@@ -312,13 +312,15 @@ class ChunkReader:
     the join splices the parsed leaves into it in place.
     """
 
-    __slots__ = ("_budget", "_context", "_leaves", "_levels")
+    __slots__ = ("_budget", "_context", "_leaves", "_levels", "_referenced")
 
     def __init__(self, context: bytes, *, budget: int) -> None:
         self._context = context
         self._budget = budget
         self._leaves: dict[bytes, _Leaf] = {}
         self._levels = 0
+        # What the added leaves reference, gathered once as each is added.
+        self._referenced: set[bytes] = set()
 
     def add(self, address: object, data: object) -> None:
         """Verify a fetched leaf against its address and parse it.
@@ -340,11 +342,9 @@ class ChunkReader:
             raise MongoDBMappingError("A stored checkpoint chunk is of an unknown kind.")
         elements = tuple(_parse(body)) if kind in {_LIST, _DICT} else ()
         self._leaves[address] = _Leaf(kind, body, elements)
-
-    @property
-    def size(self) -> int:
-        """Bytes of the leaves added so far, decompressed."""
-        return sum(len(leaf.body) for leaf in self._leaves.values())
+        for element in elements:
+            if element.may_reference:
+                self._referenced.update(references(element.tree))
 
     def wanted(self, root: object) -> set[bytes]:
         """Addresses that ``root`` or the added leaves reference and that were not added yet.
@@ -355,12 +355,7 @@ class ChunkReader:
         self._levels += 1
         if self._levels > _MAX_LEVELS:
             raise MongoDBMappingError("A stored checkpoint's chunks nest too deeply.")
-        found = set(references(root))
-        for leaf in self._leaves.values():
-            for element in leaf.elements:
-                if element.may_reference:
-                    found.update(references(element.tree))
-        return found - self._leaves.keys()
+        return (set(references(root)) | self._referenced) - self._leaves.keys()
 
     def join(self, root: object) -> object:
         """``root`` with every reference replaced by its leaves' content, spliced in place.
@@ -434,7 +429,8 @@ class _Joiner:
 
     def _resolve(self, record: tuple[Any, ...]) -> object:
         kind = record[1] if len(record) == _RECORD_ARITY else None
-        leaves = [self._leaf(address, kind) for address in _reference_addresses(record)]
+        addresses = _reference_addresses(record)
+        leaves = [self._leaf(address, kind) for address in addresses]
         if kind in {_STR, _BYTES}:
             data = b"".join(leaf.body for leaf in leaves)
             if kind == _BYTES:
@@ -445,7 +441,7 @@ class _Joiner:
                 raise MongoDBMappingError("A stored checkpoint chunk holds invalid text.") from error
         elements = [
             self.splice(element.tree) if element.may_reference else element.tree
-            for address, leaf in zip(_reference_addresses(record), leaves, strict=True)
+            for address, leaf in zip(addresses, leaves, strict=True)
             for element in self._elements(address, leaf)
         ]
         if kind == _LIST:
