@@ -14,8 +14,10 @@ split between client and server the way pymongo draws it:
 Each request yields to the event loop once (``asyncio.sleep(0)``), as awaiting a real reply does.
 It interprets only the query shapes ``agent_framework_mongodb.checkpoints.queries`` builds:
 filters by ``_kind`` and scope with optional ``_id`` equality or ``sequence`` ``$gt``, sorts by
-``sequence``, the counter's ``$set`` pipeline (``$add`` of ``$max`` and an increment) and the
-checkpoint insert (an upsert with ``$setOnInsert`` that returns the stored identity). Its counters
+``sequence``, the counter's ``$set`` pipeline (``$add`` of ``$max`` and an increment), the
+checkpoint insert (an upsert with ``$setOnInsert`` that returns the stored identity), and a
+chunked checkpoint's chunk writes (one ``bulk_write`` of upserts and a touch) and reads (a ``find``
+by ``_id`` ``$in``), keeping each chunk's encoded reply server-side as it does a checkpoint's. Its counters
 are always checked and never in a re-check grace: it measures the steady state. It is not a
 database; the in-process engine is the faithful double.
 
@@ -32,7 +34,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 import bson
-from pymongo.results import DeleteResult
+from pymongo.results import BulkWriteResult, DeleteResult
 from pymongo.write_concern import WriteConcern
 
 from agent_framework_mongodb.checkpoints.queries import (
@@ -41,7 +43,7 @@ from agent_framework_mongodb.checkpoints.queries import (
     PAYLOAD_PROJECTION,
     SEQUENCE_PROJECTION,
 )
-from agent_framework_mongodb.checkpoints.scope import CHECKPOINT_KIND, COUNTER_KIND
+from agent_framework_mongodb.checkpoints.scope import CHECKPOINT_KIND, CHUNK_KIND, COUNTER_KIND
 
 __all__ = ["CountingCollection", "InstantCollection"]
 
@@ -145,6 +147,7 @@ class InstantCollection:
         self._counters: dict[str, int] = {}
         self._ids: set[Any] = set()
         self._pending: list[dict[str, Any]] = []
+        self._chunks: dict[bytes, bytes] = {}  # address -> the encoded reply {_id, data}
 
     # -- the server's side, kept out of timed calls ----------------------------------------------
     def settle(self) -> None:
@@ -247,8 +250,31 @@ class InstantCollection:
     ) -> _InstantCursor:
         return _InstantCursor(self, filter, projection, limit)
 
+    async def bulk_write(self, requests: Sequence[Any], *, ordered: bool = True) -> BulkWriteResult:
+        """A chunked save's chunk writes: upserts of new chunks and one touch of known ones."""
+        await self._request([[request._filter, request._doc] for request in requests])
+        matched = upserted = 0
+        for request in requests:
+            if request._filter.get("_kind") != CHUNK_KIND:
+                raise NotImplementedError("InstantCollection bulk-writes only chunks")
+            address = request._filter["_id"]
+            if isinstance(address, Mapping):
+                matched += sum(1 for item in address["$in"] if item in self._chunks)
+                continue
+            if address in self._chunks:
+                matched += 1
+            else:
+                upserted += 1
+                data = request._doc["$setOnInsert"]["data"]
+                self._chunks[address] = bson.encode({"_id": address, "data": data})
+        raw = {"nMatched": matched, "nModified": 0, "nUpserted": upserted, "upserted": [], "nInserted": 0}
+        return BulkWriteResult(raw, acknowledged=True)
+
     async def fetch(self, query: Mapping[str, Any], projection: Any, limit: int) -> list[dict[str, Any]]:
         """One batch of a ``find`` in ascending sequence order (the storage's only find sort)."""
+        if query.get("_kind") == CHUNK_KIND:
+            await self._request(query, projection)
+            return [bson.decode(self._chunks[item]) for item in query["_id"]["$in"] if item in self._chunks]
         await self._request(query, projection, limit)
         run = self._run_of(query)
         after = query.get("sequence", {}).get("$gt")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import inspect
 import json
 from collections.abc import Awaitable, Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -25,9 +25,16 @@ from agent_framework_mongodb import (
     errors,
 )
 from agent_framework_mongodb.checkpoints import options as options_module
+from agent_framework_mongodb.checkpoints.chunk_store import PERMANENT_EXPIRY
+from agent_framework_mongodb.checkpoints.codec import (
+    CHUNKED_PAYLOAD_FORMAT,
+    DEFAULT_MAX_CHECKPOINT_BYTES,
+    PAYLOAD_FORMAT,
+)
+from agent_framework_mongodb.checkpoints.codec.chunks import DEFAULT_SPLIT_ABOVE
 from agent_framework_mongodb.checkpoints.indexes import CHECKPOINT_INDEXES, SCOPE_PREFIX
 from agent_framework_mongodb.checkpoints.queries import counter_filter, run_filter
-from agent_framework_mongodb.checkpoints.scope import CHECKPOINT_KIND, COUNTER_KIND, RunScope
+from agent_framework_mongodb.checkpoints.scope import CHECKPOINT_KIND, CHUNK_KIND, COUNTER_KIND, RunScope
 from agent_framework_mongodb.testing import InMemoryCollection, InMemoryMongoClient
 
 FIXTURE = Path(__file__).parent / "fixtures" / "checkpoint_storage_contract.json"
@@ -117,7 +124,11 @@ async def counter_of(collection: InMemoryCollection, storage: MongoDBCheckpointS
 def test_contract_version_and_sections() -> None:
     assert CONTRACT["version"] == SUPPORTED_VERSION
     assert {"indexes", "ordering", "pagination", "idempotency", "retention", "errors"} <= CONTRACT.keys()
-    assert CONTRACT["document_kinds"] == {"checkpoint": CHECKPOINT_KIND, "counter": COUNTER_KIND}
+    assert CONTRACT["document_kinds"] == {
+        "checkpoint": CHECKPOINT_KIND,
+        "counter": COUNTER_KIND,
+        "chunk": CHUNK_KIND,
+    }
     assert tuple(CONTRACT["scope_prefix"]) == SCOPE_PREFIX
 
 
@@ -162,6 +173,44 @@ async def test_ensure_indexes_creates_exactly_the_contract_indexes(
         # The server omits a simple collation from the listing; both spellings are the same index.
         assert index.get("collation", definition["collation"])["locale"] == definition["collation"]["locale"]
     await storage.validate_indexes()
+
+
+# -- chunked payloads ----------------------------------------------------------------------------
+
+CHUNKED: dict[str, Any] = CONTRACT["chunked_payloads"]
+
+
+def test_chunked_payload_constants_are_the_contracts() -> None:
+    assert CHUNKED["payload_formats"] == [PAYLOAD_FORMAT, CHUNKED_PAYLOAD_FORMAT]
+    assert CHUNKED["chunk_above_bytes"] == DEFAULT_SPLIT_ABOVE
+    assert CHUNKED["default_max_checkpoint_bytes"] == DEFAULT_MAX_CHECKPOINT_BYTES
+    expiry = datetime.fromisoformat(CHUNKED["permanent_chunk_expiry"].replace("Z", "+00:00"))
+    assert expiry == PERMANENT_EXPIRY
+
+
+async def test_a_checkpoint_is_chunked_exactly_above_the_contracts_size(
+    collection: InMemoryCollection, make_storage: StorageFactory
+) -> None:
+    storage = make_storage()
+    small = checkpoint("cp-small", state={"text": "s" * 100})
+    large = checkpoint("cp-large", state={"items": [f"item {n}" * 40 for n in range(200)]})
+    await storage.save(small)
+    await storage.save(large)
+
+    formats = {
+        d["checkpoint_id"]: (d["payload_format"], d["payload_bytes"])
+        for d in await stored(collection, storage)
+    }
+    assert formats["cp-small"][0] == CHUNKED["payload_formats"][0]
+    assert formats["cp-small"][1] <= CHUNKED["chunk_above_bytes"]
+    assert formats["cp-large"][0] == CHUNKED["payload_formats"][1]
+    assert formats["cp-large"][1] > CHUNKED["chunk_above_bytes"]
+    chunks = await collection.find({"_kind": CONTRACT["document_kinds"]["chunk"]}).to_list(None)
+    assert chunks
+    assert all(sorted(chunk) == sorted(CHUNKED["chunk_document_fields"]) for chunk in chunks)
+    assert (await make_storage().load("cp-large")).state == large.state
+    result = await storage.clear_run()
+    assert result.chunks_deleted == len(chunks)
 
 
 # -- ordering ----------------------------------------------------------------------------------

@@ -21,7 +21,14 @@ from agent_framework import WorkflowCheckpoint
 from bson.int64 import Int64
 
 from ..errors import MongoDBIntegrityError, MongoDBMappingError, MongoDBSerializationError
-from .codec import CANONICAL_HASH_VERSION, PAYLOAD_FORMAT, SUPPORTED_PAYLOAD_VERSIONS, EncodedCheckpoint
+from .codec import (
+    CANONICAL_HASH_VERSION,
+    CHUNKED_PAYLOAD_FORMAT,
+    PAYLOAD_FORMAT,
+    SUPPORTED_PAYLOAD_VERSIONS,
+    EncodedCheckpoint,
+)
+from .codec.chunks import Chunk
 from .codec.signing import PayloadSigner, signing_context
 from .driver import Document
 from .scope import CHECKPOINT_KIND, RunScope
@@ -31,6 +38,7 @@ __all__ = [
     "FRAMEWORK_VERSION",
     "MAX_DOCUMENT_BYTES",
     "MAX_SEQUENCE",
+    "NESTED_CHUNKS_FIELD",
     "PAYLOAD_BYTES_FIELD",
     "PAYLOAD_PROJECTION",
     "SCHEMA_VERSION",
@@ -54,8 +62,15 @@ MAX_DOCUMENT_BYTES: Final = 16 * 1024 * 1024
 PAYLOAD_FIELD: Final = "checkpoint"
 SIGNATURE_FIELD: Final = "payload_signature"
 PAYLOAD_BYTES_FIELD: Final = "payload_bytes"
-"""The payload's length, recorded at save so a listing can report it without fetching the payload.
-Informational: neither the checksum nor a signature covers it, and no load reads it."""
+"""The checkpoint's encoded size (its whole tree's pickle, chunked or not), recorded at save so a
+listing can report it without fetching anything. Informational: neither the checksum nor a
+signature covers it, and no load reads it."""
+NESTED_CHUNKS_FIELD: Final = "nested_chunks"
+"""On a chunked checkpoint whose leaves reference further leaves: those addresses, 32 bytes each,
+concatenated, so that a load fetches every chunk in one round trip. A fetch hint only: a wrong
+hint makes the join fail (a chunk missing), never a different checkpoint."""
+_READABLE_FORMATS: Final = frozenset({PAYLOAD_FORMAT, CHUNKED_PAYLOAD_FORMAT})
+_ADDRESS_BYTES: Final = 32
 
 PAYLOAD_PROJECTION: Final[Mapping[str, int]] = {
     "_id": 0,
@@ -69,6 +84,7 @@ PAYLOAD_PROJECTION: Final[Mapping[str, int]] = {
     PAYLOAD_FIELD: 1,
     "payload_checksum": 1,
     SIGNATURE_FIELD: 1,
+    NESTED_CHUNKS_FIELD: 1,
 }
 """What ``load``, ``get_latest`` and pages read: the gates, the payload and its checksum."""
 
@@ -90,6 +106,9 @@ class PreparedCheckpoint:
     expires_at: datetime | None
     size: int
     _fields: Mapping[str, Any]
+    chunks: tuple[Chunk, ...] = ()
+    """The leaves a chunked checkpoint references; stored before the checkpoint itself."""
+    created_at: datetime | None = None
 
     def document(self, sequence: int) -> Document:
         """The document to insert, with its allocated ``sequence``."""
@@ -103,6 +122,8 @@ class StoredPayload:
     checkpoint_id: str
     payload: bytes
     checksum: str
+    chunked: bool = False
+    nested: tuple[bytes, ...] = ()
 
 
 def prepare_checkpoint(
@@ -117,7 +138,8 @@ def prepare_checkpoint(
     """Build the envelope and prove it fits MongoDB's document limit, before any I/O.
 
     Raises:
-        MongoDBSerializationError: The document would exceed 16 MiB.
+        MongoDBSerializationError: The document would exceed 16 MiB (a checkpoint stored whole,
+            or a chunked root with millions of references).
         MongoDBMappingError: The checkpoint's public version is unknown to this build.
     """
     if checkpoint.version not in SUPPORTED_PAYLOAD_VERSIONS:
@@ -133,7 +155,7 @@ def prepare_checkpoint(
         "schema_version": SCHEMA_VERSION,
         "framework_version": FRAMEWORK_VERSION,
         "payload_version": checkpoint.version,
-        "payload_format": PAYLOAD_FORMAT,
+        "payload_format": encoded.payload_format,
         "idempotency_hash_version": CANONICAL_HASH_VERSION,
         **scope.fields(),
         "checkpoint_id": checkpoint.checkpoint_id,
@@ -141,12 +163,16 @@ def prepare_checkpoint(
         "created_at": created_at,
         "payload_hash": encoded.payload_hash,
         "payload_checksum": encoded.payload_checksum,
-        PAYLOAD_BYTES_FIELD: Int64(len(encoded.payload)),
+        PAYLOAD_BYTES_FIELD: Int64(encoded.logical_bytes or len(encoded.payload)),
     }
     if expires_at is not None:
         envelope["expires_at"] = expires_at
+    if encoded.nested:
+        envelope[NESTED_CHUNKS_FIELD] = b"".join(encoded.nested)
     if signer is not None:
-        context = _signature_context(scope, checkpoint.checkpoint_id, checkpoint.version)
+        context = _signature_context(
+            scope, checkpoint.checkpoint_id, checkpoint.version, encoded.payload_format
+        )
         envelope[SIGNATURE_FIELD] = signer.sign(context, encoded.payload)
     # Measuring the envelope without the payload, then adding the payload's exact element size,
     # avoids copying a payload of up to 16 MiB just to learn its encoded length.
@@ -166,6 +192,8 @@ def prepare_checkpoint(
         expires_at=expires_at,
         size=size,
         _fields=envelope,
+        chunks=encoded.chunks,
+        created_at=created_at,
     )
 
 
@@ -189,7 +217,7 @@ def stored_payload(
     _require_version(document, "schema_version", {SCHEMA_VERSION})
     _require_version(document, "framework_version", {FRAMEWORK_VERSION})
     _require_version(document, "payload_version", SUPPORTED_PAYLOAD_VERSIONS)
-    _require_version(document, "payload_format", {PAYLOAD_FORMAT})
+    _require_version(document, "payload_format", _READABLE_FORMATS)
     _require_version(document, "idempotency_hash_version", {CANONICAL_HASH_VERSION})
     checkpoint_id = document.get("checkpoint_id")
     payload = document.get(PAYLOAD_FIELD)
@@ -205,16 +233,36 @@ def stored_payload(
                 "A stored checkpoint is not signed, and this storage has signing keys; it was written "
                 "without keys or outside this storage, so it is not loaded."
             )
-        context = _signature_context(scope, checkpoint_id, document["payload_version"])
+        context = _signature_context(
+            scope, checkpoint_id, document["payload_version"], document["payload_format"]
+        )
         if not signer.verify(context, bytes(payload), signature):
             raise MongoDBIntegrityError(
                 "A stored checkpoint's signature does not match its payload and place; it was modified "
                 "or moved outside this storage, or signed with a key this storage does not hold."
             )
-    return StoredPayload(checkpoint_id=checkpoint_id, payload=bytes(payload), checksum=checksum)
+    chunked = document["payload_format"] == CHUNKED_PAYLOAD_FORMAT
+    return StoredPayload(
+        checkpoint_id=checkpoint_id,
+        payload=bytes(payload),
+        checksum=checksum,
+        chunked=chunked,
+        nested=_nested_addresses(document.get(NESTED_CHUNKS_FIELD)) if chunked else (),
+    )
 
 
-def _signature_context(scope: RunScope, checkpoint_id: str, payload_version: str) -> bytes:
+def _nested_addresses(value: object) -> tuple[bytes, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, bytes) or not value or len(value) % _ADDRESS_BYTES:
+        raise MongoDBMappingError(f"A stored checkpoint's {NESTED_CHUNKS_FIELD} is malformed.")
+    data = bytes(value)
+    return tuple(data[start : start + _ADDRESS_BYTES] for start in range(0, len(data), _ADDRESS_BYTES))
+
+
+def _signature_context(
+    scope: RunScope, checkpoint_id: str, payload_version: str, payload_format: str
+) -> bytes:
     # The verifier uses its own bound scope, never the document's: a payload copied to another
     # run or tenant is signed for somewhere else and fails.
     return signing_context(
@@ -223,7 +271,7 @@ def _signature_context(scope: RunScope, checkpoint_id: str, payload_version: str
         SCHEMA_VERSION,
         FRAMEWORK_VERSION,
         payload_version,
-        PAYLOAD_FORMAT,
+        payload_format,
         CANONICAL_HASH_VERSION,
     )
 

@@ -30,10 +30,12 @@ from typing import Any
 
 from pymongo import ASCENDING, IndexModel
 
-from .scope import CHECKPOINT_KIND, COUNTER_KIND
+from .scope import CHECKPOINT_KIND, CHUNK_KIND, COUNTER_KIND
 
 __all__ = [
     "CHECKPOINT_INDEXES",
+    "CHUNK_EXPIRATION_INDEX",
+    "CHUNK_SCOPE_INDEX",
     "COUNTER_EXPIRATION_INDEX",
     "EXPIRATION_INDEX",
     "IDENTITY_INDEX",
@@ -58,6 +60,7 @@ SCOPE_PREFIX: tuple[str, ...] = ("scope_discriminator", "workflow_name", "sessio
 
 _CHECKPOINTS_ONLY: Mapping[str, str] = {"_kind": CHECKPOINT_KIND}
 _COUNTERS_ONLY: Mapping[str, str] = {"_kind": COUNTER_KIND}
+_CHUNKS_ONLY: Mapping[str, str] = {"_kind": CHUNK_KIND}
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -124,6 +127,20 @@ RUN_ACTIVITY_INDEX = IndexSpec(
 """Serves ``list_runs``: counters of one tenant and application, walked backwards for newest
 activity first, with ``_id`` as the cursor's tiebreaker. A workflow filter is a residual filter."""
 
+CHUNK_SCOPE_INDEX = IndexSpec(
+    name="checkpoint_chunk_scope",
+    keys=(*SCOPE_PREFIX, "touched_at"),
+    partial_filter=_CHUNKS_ONLY,
+)
+"""Serves ``clear_run``'s and the collection's deletes of a run's chunks (scope equality, then a
+range on ``touched_at``). Loads and saves name chunks by ``_id`` and use ``_id_``."""
+CHUNK_EXPIRATION_INDEX = IndexSpec(
+    name="checkpoint_chunk_expiration",
+    keys=("expires_at",),
+    partial_filter=_CHUNKS_ONLY,
+    expire_after_seconds=0,
+)
+"""Chunks expire like checkpoints; each save moves a chunk's ``expires_at`` only later."""
 CHECKPOINT_INDEXES: tuple[IndexSpec, ...] = (
     IDENTITY_INDEX,
     SEQUENCE_INDEX,
@@ -131,6 +148,8 @@ CHECKPOINT_INDEXES: tuple[IndexSpec, ...] = (
     EXPIRATION_INDEX,
     COUNTER_EXPIRATION_INDEX,
     RUN_ACTIVITY_INDEX,
+    CHUNK_SCOPE_INDEX,
+    CHUNK_EXPIRATION_INDEX,
 )
 
 

@@ -17,13 +17,16 @@ from datetime import timedelta
 from typing import TypeGuard, cast
 
 from ..errors import MongoDBConfigurationError
+from .codec import DEFAULT_MAX_CHECKPOINT_BYTES
 from .codec.signing import MIN_KEY_BYTES
 
 __all__ = [
     "ABSOLUTE_MAX_PAGE_SIZE",
+    "DEFAULT_MAX_CHECKPOINT_BYTES",
     "DEFAULT_MAX_PAGE_SIZE",
     "DEFAULT_OPERATION_TIMEOUT",
     "DEFAULT_PAGE_SIZE",
+    "MAX_CHECKPOINT_BYTES_LIMIT",
     "MAX_IDENTIFIER_BYTES",
     "MAX_KEEP_LAST",
     "MAX_OPERATION_TIMEOUT",
@@ -58,6 +61,11 @@ the sequence index, so the bound keeps that walk as small as the largest page.""
 PRUNE_PERIOD_DIVISOR = 10
 """``keep_last`` prunes on every ``max(1, keep_last // 10)``-th sequence number, so a run holds at
 most 10 % more than ``keep_last`` (docs/adr/0012-keep-last.md)."""
+
+MAX_CHECKPOINT_BYTES_LIMIT = 16 * 1024**3
+"""No configuration may allow checkpoints above 16 GiB: each save holds its checkpoint in memory
+several times over (the tree, its pickle, the chunks)."""
+_MIN_CHECKPOINT_BYTES = 1024 * 1024
 
 DEFAULT_OPERATION_TIMEOUT = 30.0
 """Seconds each storage operation may take, every round trip included; pymongo's own default for
@@ -109,6 +117,11 @@ class MongoDBCheckpointStorageOptions:
             signs every save, any of them verifies a load, so keys rotate. With keys set, an
             unsigned, edited or moved payload is refused before it is decoded. Never shown in
             ``repr``.
+        max_checkpoint_bytes: The largest checkpoint (its encoded tree) a save stores and a load
+            reads, from 1 MiB to 16 GiB; 256 MiB by default. A checkpoint above 16 KiB is stored
+            as chunks that the run keeps once (docs/adr/0017-chunked-payloads.md), so MongoDB's
+            16 MiB document limit does not bound it; a larger one is refused with
+            ``MongoDBSerializationError`` before any I/O.
         strict_saves: Make a failed ``save`` stop the workflow run. Agent Framework catches
             every ``Exception`` a save raises, logs a warning and carries on, so by default a
             misconfigured storage can finish a run with no checkpoints. With ``True``, ``save``
@@ -132,6 +145,7 @@ class MongoDBCheckpointStorageOptions:
     operation_timeout: float = DEFAULT_OPERATION_TIMEOUT
     signing_keys: Iterable[bytes] = dataclasses.field(default=(), repr=False)
     strict_saves: bool = False
+    max_checkpoint_bytes: int = DEFAULT_MAX_CHECKPOINT_BYTES
 
     def __post_init__(self) -> None:
         validate_identifier("tenant_id", self.tenant_id)
@@ -150,6 +164,7 @@ class MongoDBCheckpointStorageOptions:
         )
         object.__setattr__(self, "signing_keys", _validate_signing_keys(self.signing_keys))
         _validate_strict_saves(self.strict_saves)
+        _validate_max_checkpoint_bytes(self.max_checkpoint_bytes)
 
     @property
     def counter_recheck_grace(self) -> timedelta:
@@ -237,6 +252,14 @@ def _validate_strict_saves(strict_saves: object) -> None:
     # Only a bool: a truthy string such as "false" must not switch strict saves on.
     if not isinstance(strict_saves, bool):
         raise MongoDBConfigurationError(f"strict_saves must be True or False, not {strict_saves!r}.")
+
+
+def _validate_max_checkpoint_bytes(value: object) -> None:
+    if not _is_exact_int(value) or not _MIN_CHECKPOINT_BYTES <= value <= MAX_CHECKPOINT_BYTES_LIMIT:
+        raise MongoDBConfigurationError(
+            f"max_checkpoint_bytes must be an int from {_MIN_CHECKPOINT_BYTES:,} to "
+            f"{MAX_CHECKPOINT_BYTES_LIMIT:,}, not {value!r}."
+        )
 
 
 def _validate_page_bounds(page_size: object, max_page_size: object) -> None:

@@ -10,15 +10,19 @@ sequence index serves it without an in-memory sort.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any, Final
 
 from .documents import PAYLOAD_BYTES_FIELD, PAYLOAD_PROJECTION
 from .paging import RunPosition
-from .scope import CHECKPOINT_KIND, COUNTER_KIND, RunListing, RunScope
+from .scope import CHECKPOINT_KIND, CHUNK_KIND, COUNTER_KIND, RunListing, RunScope
 
 __all__ = [
     "ASCENDING_SEQUENCE",
     "CHECKPOINT_SUMMARY_PROJECTION",
+    "CHUNK_DATA_FIELD",
+    "CHUNK_PROJECTION",
+    "CHUNK_TOUCHED_FIELD",
     "DESCENDING_SEQUENCE",
     "IDEMPOTENCY_PROJECTION",
     "ID_PROJECTION",
@@ -27,12 +31,16 @@ __all__ = [
     "RUN_SUMMARY_PROJECTION",
     "SEQUENCE_PROJECTION",
     "checkpoint_filter",
+    "chunk_filter",
+    "chunks_filter",
     "counter_filter",
     "insert_if_absent",
     "older_than_filter",
     "page_filter",
+    "run_chunks_filter",
     "run_filter",
     "run_listing_filter",
+    "unreferenced_chunks_filter",
 ]
 
 ASCENDING_SEQUENCE: Final = [("sequence", 1)]
@@ -67,6 +75,12 @@ RUN_SUMMARY_PROJECTION: Final[Mapping[str, int]] = {
 }
 """``list_runs`` reads counter documents only; no checkpoint payload is ever fetched."""
 
+CHUNK_DATA_FIELD: Final = "data"
+CHUNK_TOUCHED_FIELD: Final = "touched_at"
+"""When a save last wrote or referenced the chunk (client clock); collection spares a chunk
+touched within its grace, so a save between its touch and its checkpoint's insert keeps it."""
+CHUNK_PROJECTION: Final[Mapping[str, int]] = {"_id": 1, CHUNK_DATA_FIELD: 1}
+"""A load reads a chunk's address (its ``_id``) and stored bytes, nothing else."""
 SEQUENCE_PROJECTION: Final[Mapping[str, int]] = {"_id": 0, "sequence": 1}
 IDEMPOTENCY_PROJECTION: Final[Mapping[str, int]] = {
     "_id": 0,
@@ -127,6 +141,33 @@ def run_listing_filter(listing: RunListing, after: RunPosition | None) -> dict[s
         query["allocated_at"] = {"$lte": after.allocated_at}
         query["$nor"] = [{"allocated_at": after.allocated_at, "_id": {"$gte": after.counter_id}}]
     return query
+
+
+def chunk_filter(scope: RunScope, address: bytes) -> dict[str, Any]:
+    """One chunk of the run: its address is its ``_id`` (addresses cover the run's scope)."""
+    return {"_id": address, **run_chunks_filter(scope)}
+
+
+def chunks_filter(scope: RunScope, addresses: list[bytes]) -> dict[str, Any]:
+    """These chunks of the run, by address."""
+    return {"_id": {"$in": addresses}, **run_chunks_filter(scope)}
+
+
+def run_chunks_filter(scope: RunScope) -> dict[str, Any]:
+    """Every chunk of the run: what ``clear_run`` deletes."""
+    return {"_kind": CHUNK_KIND, **scope.fields()}
+
+
+def unreferenced_chunks_filter(
+    scope: RunScope, referenced: list[bytes], touched_before: datetime
+) -> dict[str, Any]:
+    """The run's chunks that no retained checkpoint references and no save touched since
+    ``touched_before``: what a collection deletes."""
+    return {
+        **run_chunks_filter(scope),
+        CHUNK_TOUCHED_FIELD: {"$lt": touched_before},
+        "_id": {"$nin": referenced},
+    }
 
 
 def insert_if_absent(document: Mapping[str, Any], query: Mapping[str, Any]) -> dict[str, Any]:

@@ -79,12 +79,14 @@ class MongoDBCheckpointClearResult:
         checkpoints_deleted: Checkpoint documents of the run that were deleted.
         counter_deleted: 1 if the run's sequence counter was deleted, else 0.
         acknowledged: Always true: a storage refuses an unacknowledged write concern at
-            construction, so both deletes were acknowledged. Kept for compatibility.
+            construction, so every delete was acknowledged. Kept for compatibility.
+        chunks_deleted: Chunk documents of the run's chunked checkpoints that were deleted.
     """
 
     checkpoints_deleted: int
     counter_deleted: int
     acknowledged: bool
+    chunks_deleted: int = 0
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -17,15 +17,17 @@ from typing import Any
 
 from .options import MongoDBCheckpointStorageOptions
 
-__all__ = ["CHECKPOINT_KIND", "COUNTER_KIND", "RunListing", "RunScope"]
+__all__ = ["CHECKPOINT_KIND", "CHUNK_KIND", "COUNTER_KIND", "RunListing", "RunScope"]
 
 CHECKPOINT_KIND = "workflow_checkpoint"
 COUNTER_KIND = "workflow_checkpoint_counter"
+CHUNK_KIND = "workflow_checkpoint_chunk"
 
 _SCOPE_TAG = b"agent-framework-mongodb/scope/v1"
 _CHECKPOINT_ID_TAG = b"agent-framework-mongodb/checkpoint-id/v1"
 _COUNTER_ID_TAG = b"agent-framework-mongodb/counter-id/v1"
 _LISTING_TAG = b"agent-framework-mongodb/run-listing/v1"
+_CHUNK_CONTEXT_TAG = b"agent-framework-mongodb/chunk-context/v1"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -52,6 +54,11 @@ class RunScope:
     def counter_document_id(self) -> str:
         """The ``_id`` of this run's sequence counter document."""
         return _digest(_COUNTER_ID_TAG, self.discriminator)
+
+    def chunk_context(self, payload_format: str) -> bytes:
+        """What every chunk address of this run covers: a chunk of another run, tenant or
+        format never has the same address, so it can neither be found nor verified here."""
+        return _digest(_CHUNK_CONTEXT_TAG, self.discriminator, payload_format).encode("ascii")
 
     def fields(self) -> dict[str, Any]:
         """The scope fields as stored on every document, and as every filter states them."""

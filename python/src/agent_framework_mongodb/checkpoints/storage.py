@@ -3,9 +3,11 @@
 Each public method is a short orchestration of the steps below it: validate and encode without
 I/O, then as few round trips as the operation allows (a save costs two in steady state, an
 identical retry included: the sequence allocation and an insert that reports an existing
-checkpoint's identity; with ``keep_last``, a pruning save costs two more; a load, latest, page,
-summary page, run page or delete costs one). Every operation runs under one
-client-side deadline (``operation_timeout``), all its round trips included.
+checkpoint's identity, and a third for a chunked checkpoint's leaves; with ``keep_last``, a
+pruning save costs two more, and two more again when it collects chunks; a load, latest, page,
+summary page, run page or delete costs one, and a second for chunked checkpoints' leaves).
+Every operation runs under one client-side deadline (``operation_timeout``), all its round trips
+included.
 """
 
 from __future__ import annotations
@@ -38,7 +40,16 @@ from ..errors import (
     translate_driver_error,
     translated_driver_errors,
 )
-from .codec import CANONICAL_HASH_VERSION, CheckpointCodec
+from .chunk_store import (
+    ChunkMemory,
+    check_chunk_sizes,
+    collect_unreferenced_chunks,
+    delete_run_chunks,
+    fetch_chunks,
+    write_chunks,
+)
+from .codec import CANONICAL_HASH_VERSION, CHUNKED_PAYLOAD_FORMAT, CheckpointCodec, ChunkSettings
+from .codec.chunks import ChunkReader, references
 from .codec.signing import PayloadSigner
 from .concerns import bind_collection
 from .connection import (
@@ -49,7 +60,7 @@ from .connection import (
     validate_wait_timeout,
     wait_for_server,
 )
-from .documents import PreparedCheckpoint, prepare_checkpoint, stored_payload, utc_now
+from .documents import PreparedCheckpoint, StoredPayload, prepare_checkpoint, stored_payload, utc_now
 from .driver import CheckpointClient, CheckpointCollection, Document
 from .indexes import CHECKPOINT_INDEXES, SIMPLE_COLLATION
 from .options import MongoDBCheckpointStorageOptions, validate_identifier
@@ -135,6 +146,7 @@ class MongoDBCheckpointStorage(CheckpointStorage):
     _scope: RunScope
     _codec: CheckpointCodec
     _signer: PayloadSigner | None
+    _chunks: ChunkMemory
     _owned_client: CheckpointClient | None
     _lifetime: _ClientLifetime
 
@@ -259,8 +271,8 @@ class MongoDBCheckpointStorage(CheckpointStorage):
         Raises:
             MongoDBConfigurationError: ``checkpoint`` is not a ``WorkflowCheckpoint`` of the
                 bound workflow, or its id is not a valid identifier.
-            MongoDBSerializationError: The checkpoint cannot be stored losslessly, or its
-                document would exceed 16 MiB. Nothing was written.
+            MongoDBSerializationError: The checkpoint cannot be stored losslessly, or it is
+                larger than ``max_checkpoint_bytes``. Nothing was written.
             MongoDBConcurrencyError: The id is already stored with different content.
             MongoDBTimeoutError: The save did not complete within ``operation_timeout``; saving
                 the same checkpoint again is safe.
@@ -271,6 +283,7 @@ class MongoDBCheckpointStorage(CheckpointStorage):
         with escalated_save_failures(self._options.strict_saves), self._operation("save") as record:
             prepared = self._prepare(checkpoint)
             activity = RunActivity(prepared.checkpoint_id, bool(checkpoint.pending_request_info_events))
+            await self._write_chunks(prepared)
             saved = await self._insert(prepared, activity)
             await self._keep_last(saved)
             record.result_count = 1
@@ -289,7 +302,7 @@ class MongoDBCheckpointStorage(CheckpointStorage):
             document = await self._find_one(query, PAYLOAD_PROJECTION, action="load a checkpoint")
             if document is None:
                 raise MongoDBCheckpointNotFoundError("This run has no checkpoint with that id.")
-            checkpoint = self._decode(document)
+            (checkpoint,) = await self._decode([document])
             record.result_count = 1
             return checkpoint
 
@@ -303,7 +316,7 @@ class MongoDBCheckpointStorage(CheckpointStorage):
             self._require_workflow(workflow_name)
             checkpoints: list[WorkflowCheckpoint] = []
             async for page in self._pages(PAYLOAD_PROJECTION, limit=self._options.page_size):
-                checkpoints.extend(self._decode(document) for document in page)
+                checkpoints.extend(await self._decode(page))
             record.result_count = len(checkpoints)
             return checkpoints
 
@@ -330,8 +343,9 @@ class MongoDBCheckpointStorage(CheckpointStorage):
             )
             if document is None:
                 return None
+            (checkpoint,) = await self._decode([document])
             record.result_count = 1
-            return self._decode(document)
+            return checkpoint
 
     async def list_checkpoint_ids(self, *, workflow_name: str) -> list[CheckpointID]:
         """The ids of every checkpoint of the bound run, in order; payloads are never fetched."""
@@ -360,7 +374,7 @@ class MongoDBCheckpointStorage(CheckpointStorage):
         """
         with self._operation("list_checkpoint_page") as record:
             documents, size = await self._requested_page(PAYLOAD_PROJECTION, workflow_name, cursor, limit)
-            checkpoints = tuple(self._decode(document) for document in documents)
+            checkpoints = tuple(await self._decode(documents))
             record.result_count = len(checkpoints)
             return MongoDBCheckpointPage(checkpoints, self._next_cursor(documents, size))
 
@@ -412,17 +426,19 @@ class MongoDBCheckpointStorage(CheckpointStorage):
             return MongoDBRunPage(runs, _next_run_cursor(listing, documents, size))
 
     async def clear_run(self) -> MongoDBCheckpointClearResult:
-        """Delete every checkpoint of the bound run, then its sequence counter.
+        """Delete every checkpoint of the bound run, then its chunks, then its sequence counter.
 
         For a completed run: quiesce its writers first. Safe to retry after a partial failure.
-        Both deletes state the complete scope; neither can reach another run.
+        Every delete states the complete scope; none can reach another run.
         """
         with self._operation("clear_run") as record:
+            self._chunks.forget_all()
             with translated_driver_errors(operation="write", action="clear the run"):
                 count_round_trip()
                 checkpoints = await self._collection.delete_many(
                     run_filter(self._scope), collation=SIMPLE_COLLATION
                 )
+                chunks_deleted = await delete_run_chunks(self._collection, self._scope)
                 count_round_trip()
                 counter = await self._collection.delete_one(
                     counter_filter(self._scope), collation=SIMPLE_COLLATION
@@ -431,6 +447,7 @@ class MongoDBCheckpointStorage(CheckpointStorage):
                 checkpoints_deleted=checkpoints.deleted_count,
                 counter_deleted=counter.deleted_count,
                 acknowledged=True,
+                chunks_deleted=chunks_deleted,
             )
             record.result_count = result.checkpoints_deleted
             return result
@@ -506,6 +523,8 @@ class MongoDBCheckpointStorage(CheckpointStorage):
         self._codec = codec
         keys = tuple(options.signing_keys)
         self._signer = PayloadSigner(keys) if keys else None
+        self._chunks = ChunkMemory()
+        self._chunk_context = self._scope.chunk_context(CHUNKED_PAYLOAD_FORMAT)
         self._owned_client = owned_client
         self._lifetime = lifetime
 
@@ -535,7 +554,9 @@ class MongoDBCheckpointStorage(CheckpointStorage):
         validate_identifier("checkpoint_id", checkpoint.checkpoint_id)
         if checkpoint.previous_checkpoint_id is not None:
             validate_identifier("previous_checkpoint_id", checkpoint.previous_checkpoint_id)
-        encoded = self._codec.encode(checkpoint)
+        chunking = ChunkSettings(self._chunk_context, self._options.max_checkpoint_bytes, self._chunks)
+        encoded = self._codec.encode(checkpoint, chunking=chunking)
+        check_chunk_sizes(encoded.chunks)
         count_payload_bytes(len(encoded.payload))
         return prepare_checkpoint(
             self._scope,
@@ -545,6 +566,19 @@ class MongoDBCheckpointStorage(CheckpointStorage):
             ttl=self._options.ttl,
             signer=self._signer,
         )
+
+    async def _write_chunks(self, prepared: PreparedCheckpoint) -> None:
+        """Store the leaves a chunked checkpoint references, before the checkpoint: a load never
+        finds a checkpoint whose chunks are not all there yet."""
+        if prepared.chunks:
+            await write_chunks(
+                self._collection,
+                self._scope,
+                prepared.chunks,
+                self._chunks,
+                expires_at=prepared.expires_at,
+                now=prepared.created_at or utc_now(),
+            )
 
     async def _insert(self, prepared: PreparedCheckpoint, activity: RunActivity) -> _Saved:
         """Allocate a sequence and insert unless the id is stored; its identity decides the rest.
@@ -616,9 +650,35 @@ class MongoDBCheckpointStorage(CheckpointStorage):
         if keep_last is None or not is_prune_due(saved.allocated, self._options.prune_period):
             return
         try:
-            await prune_run(self._collection, self._scope, keep_last=keep_last, protected=saved.stored)
+            pruned = await prune_run(
+                self._collection, self._scope, keep_last=keep_last, protected=saved.stored
+            )
+            if pruned and self._chunks:
+                await self._collect_chunks()
         except MongoDBIntegrationError as error:
             log_prune_failure(error.category)
+
+    async def _collect_chunks(self) -> None:
+        """Delete the run's chunks that no retained checkpoint references (after a prune that
+        deleted checkpoints, by a storage that has stored chunks: a run of small checkpoints pays
+        nothing). Chunks another writer left are collected by its prunes, or by ``clear_run``.
+
+        Reads every retained checkpoint's root; one that does not pass its gates and checksum
+        raises, so nothing is collected on a guess about what it references.
+        """
+        referenced: set[bytes] = set()
+        async for page in self._pages(PAYLOAD_PROJECTION, limit=self._options.max_page_size):
+            for document in page:
+                stored = stored_payload(document, self._scope, self._signer)
+                if stored.chunked:
+                    referenced.update(self._chunk_addresses(stored))
+        await collect_unreferenced_chunks(
+            self._collection,
+            self._scope,
+            referenced,
+            grace=self._options.counter_recheck_grace,
+            now=utc_now(),
+        )
 
     def _require_same_identity(self, stored: Mapping[str, Any], prepared: PreparedCheckpoint) -> None:
         """Raise unless the stored checkpoint with this id is the one being saved."""
@@ -632,16 +692,55 @@ class MongoDBCheckpointStorage(CheckpointStorage):
                 "A checkpoint with this id is already stored with different content."
             )
 
-    def _decode(self, document: Mapping[str, Any]) -> WorkflowCheckpoint:
-        stored = stored_payload(document, self._scope, self._signer)
-        count_payload_bytes(len(stored.payload))
-        checkpoint = self._codec.decode(stored.payload, checksum=stored.checksum)
-        if (
-            checkpoint.checkpoint_id != stored.checkpoint_id
-            or checkpoint.workflow_name != self._scope.workflow_name
-        ):
-            raise MongoDBMappingError("A stored checkpoint's payload does not belong to its document.")
-        return checkpoint
+    async def _decode(self, documents: list[Document]) -> list[WorkflowCheckpoint]:
+        """Decode stored documents, fetching the leaves of the chunked ones in one round trip."""
+        stored = [stored_payload(document, self._scope, self._signer) for document in documents]
+        roots = {
+            index: self._codec.open_chunked(item.payload, checksum=item.checksum)
+            for index, item in enumerate(stored)
+            if item.chunked
+        }
+        leaves = await self._fetch_leaves(stored, roots)
+        checkpoints: list[WorkflowCheckpoint] = []
+        for index, item in enumerate(stored):
+            count_payload_bytes(len(item.payload))
+            if index in roots:
+                reader = self._reader(item, roots[index], leaves)
+                checkpoint = self._codec.decode_chunked(roots[index], reader, root_bytes=len(item.payload))
+            else:
+                checkpoint = self._codec.decode(item.payload, checksum=item.checksum)
+            if (
+                checkpoint.checkpoint_id != item.checkpoint_id
+                or checkpoint.workflow_name != self._scope.workflow_name
+            ):
+                raise MongoDBMappingError("A stored checkpoint's payload does not belong to its document.")
+            checkpoints.append(checkpoint)
+        return checkpoints
+
+    async def _fetch_leaves(
+        self, stored: list[StoredPayload], roots: Mapping[int, object]
+    ) -> dict[bytes, object]:
+        """Every leaf the chunked ``roots`` name, directly or through the nested hints."""
+        wanted: set[bytes] = set()
+        for index, root in roots.items():
+            wanted.update(references(root), stored[index].nested)
+        return await fetch_chunks(self._collection, self._scope, wanted)
+
+    def _reader(self, stored: StoredPayload, root: object, leaves: Mapping[bytes, object]) -> ChunkReader:
+        """A reader holding the fetched leaves of one checkpoint; an absent one stays absent, so
+        the join reports it missing."""
+        reader = ChunkReader(self._chunk_context, budget=self._options.max_checkpoint_bytes)
+        wanted = set(references(root)) | set(stored.nested)
+        while wanted:
+            for address in wanted:
+                if address in leaves:
+                    reader.add(address, leaves[address])
+            wanted = {address for address in reader.wanted(root) if address in leaves}
+        return reader
+
+    def _chunk_addresses(self, stored: StoredPayload) -> set[bytes]:
+        root = self._codec.open_chunked(stored.payload, checksum=stored.checksum)
+        return set(references(root)) | set(stored.nested)
 
     async def _find_one(
         self,

@@ -11,7 +11,7 @@ from pymongo.write_concern import WriteConcern
 from agent_framework_mongodb.testing import InMemoryCollection, InMemoryCursor, InMemoryDatabase
 
 QUERY_METHODS = frozenset(
-    {"find", "find_one", "find_one_and_update", "delete_one", "delete_many", "count_documents"}
+    {"find", "find_one", "find_one_and_update", "delete_one", "delete_many", "count_documents", "bulk_write"}
 )
 
 
@@ -138,6 +138,12 @@ class RecordingCollection:
     async def delete_many(self, filter: Mapping[str, Any], **kwargs: Any) -> Any:
         self._record("delete_many", filter, collation=kwargs.get("collation"))
         return await self.inner.delete_many(filter, **kwargs)
+
+    async def bulk_write(self, requests: Sequence[Any], **kwargs: Any) -> Any:
+        # Each request's filter is a query shape; pymongo's write models keep it in ``_filter``.
+        for request in requests:
+            self._record("bulk_write", request._filter, collation=request._collation)
+        return await self.inner.bulk_write(requests, **kwargs)
 
     async def count_documents(self, filter: Mapping[str, Any], **kwargs: Any) -> int:
         self._record("count_documents", filter, collation=kwargs.get("collation"))

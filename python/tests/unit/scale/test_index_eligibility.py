@@ -2,7 +2,8 @@
 
 The shapes are captured, not listed by hand: each public operation runs (through its common,
 retry and recovery paths) over a recording proxy around the in-process engine. Each captured
-find/find_one/find_one_and_update/delete_one/delete_many/count_documents is then checked against
+find/find_one/find_one_and_update/delete_one/delete_many/count_documents (and each request of a
+bulk_write) is then checked against
 the indexes the engine lists after ``ensure_indexes()``. A shape is served when an index exists
 such that:
 
@@ -15,8 +16,10 @@ such that:
    and a query without a collation never qualifies: on a collection created with a default
    collation it would run under that collation and miss every simple-collation index.
 
-Top-level operators (``$nor``) are residual predicates: they neither extend nor break the prefix.
-A query by ``_id`` equality is served by the ``_id_`` index (same collation rule). A new query
+Top-level operators (``$nor``) and a field's ``$nin`` are residual predicates: they neither extend
+nor break the prefix (the server filters fetched documents by them). A query by ``_id`` equality or
+``$in`` (point intervals of the ``_id_`` index) is served by the ``_id_`` index (same collation
+rule; a sort on ``_id`` alone walks it). A new query
 shape that no index serves makes ``test_every_captured_query_is_served_by_an_index`` fail.
 """
 
@@ -81,6 +84,14 @@ def _is_operator(value: object) -> bool:
     return isinstance(value, Mapping) and any(str(key).startswith("$") for key in value)
 
 
+def _is_residual(value: object) -> bool:
+    return isinstance(value, Mapping) and set(value) == {"$nin"}
+
+
+def _is_points(value: object) -> bool:
+    return isinstance(value, Mapping) and set(value) == {"$in"}
+
+
 def _locale_only(collation: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
     if collation is None:
         return None
@@ -101,7 +112,11 @@ def serving_index(shape: Shape, indexes: list[Index]) -> str | None:
     """The name of an index that serves ``shape`` (rules in the module docstring), or ``None``."""
     if _locale_only(shape.collation) is None:
         return None
-    fields = {key: value for key, value in shape.filter.items() if not str(key).startswith("$")}
+    fields = {
+        key: value
+        for key, value in shape.filter.items()
+        if not str(key).startswith("$") and not _is_residual(value)
+    }
     equal = {key: value for key, value in fields.items() if not _is_operator(value)}
     ranges = {key for key, value in fields.items() if _is_operator(value)}
     for index in indexes:
@@ -109,7 +124,8 @@ def serving_index(shape: Shape, indexes: list[Index]) -> str | None:
             continue
         if any(key not in equal or equal[key] != value for key, value in index.partial_filter.items()):
             continue
-        if index.name == "_id_" and "_id" in equal:
+        by_id = "_id" in equal or _is_points(fields.get("_id"))
+        if index.name == "_id_" and by_id and all(field == "_id" for field, _ in shape.sort):
             return index.name
         if _keys_serve(index.keys, equal, ranges, shape.sort):
             return index.name
@@ -150,7 +166,7 @@ def _checkpoint(checkpoint_id: str, *, note: str = "same") -> WorkflowCheckpoint
     )
 
 
-async def capture() -> tuple[list[Shape], list[Index], RecordingCollection]:
+async def capture() -> tuple[list[Shape], list[Index], RecordingCollection]:  # noqa: PLR0915 - one script
     """Run every public operation over the recording proxy; return shapes and listed indexes."""
     client = InMemoryMongoClient()
     engine = client["scale"]["checkpoints"]
@@ -176,8 +192,13 @@ async def capture() -> tuple[list[Shape], list[Index], RecordingCollection]:
     await engine.delete_one({"_id": scope.counter_document_id})
     await storage.save(_checkpoint("cp-after-counter-loss"))
 
+    # A chunked checkpoint: its chunk writes (upserts, then a touch of the remembered ones).
+    await storage.save(_checkpoint("cp-chunked", note="x" * 40_000))
+    await storage.save(_checkpoint("cp-chunked-2", note="x" * 40_000 + "y"))
+
     proxy.operation = "load"
     await storage.load("cp-2")
+    await storage.load("cp-chunked")  # the root, then its chunks by address
     proxy.operation = "get_latest"
     await storage.get_latest(workflow_name=WORKFLOW)
     proxy.operation = "list_checkpoints"
@@ -207,6 +228,10 @@ async def capture() -> tuple[list[Shape], list[Index], RecordingCollection]:
     for index in range(3):
         await pruning.for_session("run-kept").save(_checkpoint(f"cp-kept-{index}"))
     await pruning.save(_checkpoint("cp-pruning"))
+    # A prune by a storage that stored chunks: it reads the retained roots and collects chunks.
+    chunking = pruning.for_session("run-chunked")
+    for index in range(3):
+        await chunking.save(_checkpoint(f"cp-chunked-{index}", note=str(index) * 40_000))
 
     proxy.operation = "clear_run"
     await storage.clear_run()

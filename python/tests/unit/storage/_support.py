@@ -32,6 +32,8 @@ INDEX_NAMES = (
     "checkpoint_expiration",
     "checkpoint_counter_expiration",
     "checkpoint_run_activity",
+    "checkpoint_chunk_scope",
+    "checkpoint_chunk_expiration",
 )
 
 
@@ -252,6 +254,11 @@ class ProxyCollection:
         self._record(name, (filter, update, *args), kwargs)
         await self.before(name)
         return await self.inner.find_one_and_update(filter, update, *args, **kwargs)
+
+    async def bulk_write(self, requests: Sequence[Any], *args: Any, **kwargs: Any) -> Any:
+        self._record("bulk_write", (requests, *args), kwargs)
+        await self.before("bulk_write")
+        return await self.inner.bulk_write(requests, *args, **kwargs)
 
     async def delete_one(self, filter: Mapping[str, Any], *args: Any, **kwargs: Any) -> Any:
         self._record("delete_one", (filter, *args), kwargs)

@@ -1,4 +1,4 @@
-"""clear_run: deletes the run's checkpoints then its counter, scoped, retry-safe."""
+"""clear_run: deletes the run's checkpoints, then its chunks, then its counter, scoped, retry-safe."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from ._support import (
 pytestmark = pytest.mark.seeded_engine  # run under each engine scheduling seed (tests/conftest.py)
 
 
-async def test_clear_run_deletes_checkpoints_then_counter_and_reports_counts(
+async def test_clear_run_deletes_checkpoints_then_chunks_then_counter_and_reports_counts(
     collection: InMemoryCollection,
 ) -> None:
     proxy = ProxyCollection(collection)
@@ -35,7 +35,7 @@ async def test_clear_run_deletes_checkpoints_then_counter_and_reports_counts(
     result = await storage.clear_run()
 
     assert result == MongoDBCheckpointClearResult(checkpoints_deleted=4, counter_deleted=1, acknowledged=True)
-    assert [call.name for call in proxy.calls] == ["delete_many", "delete_one"]
+    assert [call.name for call in proxy.calls] == ["delete_many", "delete_many", "delete_one"]
     assert await raw_all(collection) == []
 
 
@@ -105,7 +105,7 @@ async def test_clear_run_filters_are_never_empty_or_id_only(collection: InMemory
     await storage.clear_run()
 
     deletes = proxy.named("delete_many") + proxy.named("delete_one")
-    assert len(deletes) == 2
+    assert len(deletes) == 3
     for call in deletes:
         query = call.args[0]
         assert isinstance(query, dict)
@@ -114,8 +114,9 @@ async def test_clear_run_filters_are_never_empty_or_id_only(collection: InMemory
         for field, value in scope.fields().items():
             assert query[field] == value
         assert "_kind" in query
-    (many,) = proxy.named("delete_many")
-    assert many.args[0]["_kind"] == "workflow_checkpoint"
+    checkpoints, chunks = proxy.named("delete_many")
+    assert checkpoints.args[0]["_kind"] == "workflow_checkpoint"
+    assert chunks.args[0]["_kind"] == "workflow_checkpoint_chunk"
     (one,) = proxy.named("delete_one")
     assert one.args[0]["_id"] == scope.counter_document_id
     assert one.args[0]["_kind"] == "workflow_checkpoint_counter"

@@ -57,6 +57,16 @@ pytestmark = pytest.mark.seeded_engine  # run under each engine scheduling seed 
 MARKER = "MARKER-driver-text-7f3a"
 MAX_DOCUMENT_BYTES = 16 * 1024 * 1024
 
+
+@pytest.fixture
+def unchunked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Checkpoints are stored whole, as one that the split cannot cut is (a tuple of millions of
+    items): MongoDB's document limit then applies to the checkpoint document itself."""
+    from agent_framework_mongodb.checkpoints import codec
+
+    monkeypatch.setattr(codec, "DEFAULT_SPLIT_ABOVE", 2**62)
+
+
 # -- bad input, before any I/O -------------------------------------------------------------
 
 
@@ -115,6 +125,7 @@ async def test_save_with_a_whitespace_parent_id_is_refused(
     assert proxy.round_trips == 0
 
 
+@pytest.mark.usefixtures("unchunked")
 async def test_oversized_checkpoint_fails_before_any_io_stating_size_and_limit(
     collection: InMemoryCollection,
 ) -> None:
@@ -406,6 +417,7 @@ async def test_clear_run_cancelled_between_deletes_is_retry_safe(collection: InM
     assert result.counter_deleted == 1
 
 
+@pytest.mark.usefixtures("unchunked")
 async def test_document_of_exactly_the_limit_is_stored_and_one_byte_more_is_refused(
     collection: InMemoryCollection,
 ) -> None:
@@ -428,6 +440,7 @@ async def test_document_of_exactly_the_limit_is_stored_and_one_byte_more_is_refu
     assert [d["checkpoint_id"] for d in await raw_checkpoints(collection)] == ["cp-probe"]
 
 
+@pytest.mark.usefixtures("unchunked")
 @pytest.mark.parametrize("excess", [1, 16 * 1024], ids=["server-refuses-17420", "pymongo-refuses"])
 async def test_an_oversized_checkpoint_that_slipped_past_the_own_check_is_a_serialization_error(
     collection: InMemoryCollection, monkeypatch: pytest.MonkeyPatch, excess: int

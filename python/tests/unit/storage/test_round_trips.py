@@ -86,13 +86,15 @@ async def test_page_after_a_cursor_costs_one(
     assert proxy.trip_names == ["find_fetch"]
 
 
-async def test_clear_run_costs_two(proxy: ProxyCollection, proxied_storage: MongoDBCheckpointStorage) -> None:
+async def test_clear_run_costs_three(
+    proxy: ProxyCollection, proxied_storage: MongoDBCheckpointStorage
+) -> None:
     await save_chain(proxied_storage, 3)
     proxy.reset()
 
     await proxied_storage.clear_run()
 
-    assert proxy.round_trips == 2
+    assert proxy.round_trips == 3  # checkpoints, chunks, counter
 
 
 async def test_index_operations_cost_two_and_one(

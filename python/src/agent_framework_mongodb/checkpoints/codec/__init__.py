@@ -8,7 +8,9 @@ A converter, then bytes, in layers (``specs/codec.md``, ``docs/adr/0009-codec-v2
   or extension code is ever written or needed;
 * :mod:`.rebuild` unpickles with an unpickler that resolves nothing, validates the whole tree,
   and only then rebuilds objects by the codec's own rules;
-* :mod:`.signing` adds an HMAC over the bytes and the document's identity, when keys are set.
+* :mod:`.signing` adds an HMAC over the bytes and the document's identity, when keys are set;
+* with :class:`ChunkSettings`, :mod:`.chunks` splits a large tree into content-addressed leaves
+  the run stores once (format :data:`CHUNKED_PAYLOAD_FORMAT`, ``docs/adr/0017-chunked-payloads.md``).
 
 ``encode`` proves, before the storage does any I/O, that the exact bytes it returns load back
 through ``decode``'s path to the same tree and rebuild to an equal checkpoint.
@@ -19,14 +21,15 @@ from __future__ import annotations
 import hashlib
 import hmac
 import pickle
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Container, Iterable
+from dataclasses import dataclass, field
 from typing import Any, Final, cast
 
 from agent_framework import WorkflowCheckpoint, WorkflowCheckpointException
 
 from ...errors import MongoDBConfigurationError, MongoDBMappingError, MongoDBSerializationError
 from .checkpoint_fields import SUPPORTED_PAYLOAD_VERSIONS, shape_problem
+from .chunks import CHUNK_FORMAT, DEFAULT_SPLIT_ABOVE, Chunk, Chunker, ChunkReader, prove_chunk, references
 from .rebuild import load_tree, rebuild_tree
 from .rules import TypeRefusal, TypeResolver, type_key
 from .walk import CANONICAL_HASH_VERSION, CANONICAL_HEADER, walk_value
@@ -35,10 +38,13 @@ __all__ = [
     "CANONICAL_HASH_VERSION",
     "CANONICAL_HEADER",
     "CHECKSUM_ALGORITHM",
+    "CHUNKED_PAYLOAD_FORMAT",
+    "DEFAULT_MAX_CHECKPOINT_BYTES",
     "PAYLOAD_FORMAT",
     "PICKLE_PROTOCOL",
     "SUPPORTED_PAYLOAD_VERSIONS",
     "CheckpointCodec",
+    "ChunkSettings",
     "EncodedCheckpoint",
     "canonical_form",
     "canonical_hash",
@@ -49,6 +55,15 @@ PAYLOAD_FORMAT: Final[str] = "tree-pickle-5/v2"
 """Format of the stored payload: a protocol-5 pickle of the plain tree of
 ``WorkflowCheckpoint.to_dict()`` (``specs/codec.md``). A reader refuses any other value;
 ``"pickle-5/v1"`` documents were written by the first codec, whose loader is not safe."""
+
+CHUNKED_PAYLOAD_FORMAT: Final[str] = CHUNK_FORMAT
+"""Format of a chunked checkpoint's payload: a protocol-5 pickle of the tree with its large parts
+replaced by references to content-addressed leaves stored as chunk documents of the same run
+(``codec/chunks.py``). Written only for a checkpoint whose tree pickles to more than
+:data:`~.chunks.DEFAULT_SPLIT_ABOVE` bytes; smaller ones stay :data:`PAYLOAD_FORMAT`."""
+
+DEFAULT_MAX_CHECKPOINT_BYTES: Final = 256 * 1024 * 1024
+"""Largest checkpoint (its whole tree's pickle) a chunking storage saves or loads by default."""
 
 PICKLE_PROTOCOL: Final = 5
 
@@ -61,15 +76,42 @@ class EncodedCheckpoint:
     """A checkpoint ready to store.
 
     Attributes:
-        payload: The exact bytes to store as BSON binary.
+        payload: The exact bytes to store as BSON binary (for a chunked checkpoint, its root).
         payload_hash: Hex SHA-256 of the canonical form (hash version 3): the checkpoint's
             identity for idempotent retries and conflict detection.
         payload_checksum: Hex SHA-256 of ``payload``; verified on every load before unpickling.
+        payload_format: :data:`PAYLOAD_FORMAT`, or :data:`CHUNKED_PAYLOAD_FORMAT` when
+            ``chunks`` holds the leaves ``payload`` references.
+        chunks: Every leaf the checkpoint references, directly or through other leaves, each once.
+        nested: The addresses that only leaves reference (a load fetches them with the root's).
+        logical_bytes: The size of the whole tree's pickle: what the checkpoint would store as one
+            document, and what :data:`DEFAULT_MAX_CHECKPOINT_BYTES` bounds.
     """
 
     payload: bytes
     payload_hash: str
     payload_checksum: str
+    payload_format: str = PAYLOAD_FORMAT
+    chunks: tuple[Chunk, ...] = field(default=(), repr=False)
+    nested: tuple[bytes, ...] = field(default=(), repr=False)
+    logical_bytes: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkSettings:
+    """How a save may split a large checkpoint into chunks.
+
+    Attributes:
+        context: Bytes every chunk address covers (the run's scope and the format), so a chunk
+            of another run never matches.
+        max_checkpoint_bytes: Largest whole-tree pickle accepted; above it a save is refused.
+        proven: Addresses of chunks this run already stored after proving them; their bytes
+            are not proven again (the storage remembers what it wrote).
+    """
+
+    context: bytes
+    max_checkpoint_bytes: int = DEFAULT_MAX_CHECKPOINT_BYTES
+    proven: Container[bytes] = frozenset()
 
 
 def payload_checksum(payload: bytes) -> str:
@@ -102,8 +144,14 @@ class CheckpointCodec:
         except TypeRefusal as refusal:
             raise MongoDBConfigurationError(str(refusal)) from refusal
 
-    def encode(self, checkpoint: WorkflowCheckpoint) -> EncodedCheckpoint:
+    def encode(
+        self, checkpoint: WorkflowCheckpoint, *, chunking: ChunkSettings | None = None
+    ) -> EncodedCheckpoint:
         """Return the payload, canonical hash and checksum of ``checkpoint``.
+
+        With ``chunking``, a checkpoint whose tree pickles to more than
+        :data:`~.chunks.DEFAULT_SPLIT_ABOVE` bytes is split into chunks, and one larger than
+        ``max_checkpoint_bytes`` is refused.
 
         Raises:
             MongoDBSerializationError: The checkpoint cannot be stored losslessly or loaded
@@ -114,15 +162,27 @@ class CheckpointCodec:
         """
         public = _public_dict(checkpoint)
         walked = walk_value(public, self._resolver)
-        try:
-            payload = pickle.dumps(walked.tree, protocol=PICKLE_PROTOCOL)
-        except RecursionError:
-            raise MongoDBMappingError("Checkpoint state is nested too deeply to pickle.") from None
+        payload = _pickled(walked.tree)
+        if chunking is not None and len(payload) > chunking.max_checkpoint_bytes:
+            raise MongoDBSerializationError(
+                f"The checkpoint is {len(payload):,} bytes encoded, more than this storage's "
+                f"max_checkpoint_bytes ({chunking.max_checkpoint_bytes:,}); nothing was written. Keep "
+                "large artefacts outside the workflow state and store references to them instead."
+            )
+        # The whole tree's proof stays: it proves the tree rebuilds to an equal checkpoint. A
+        # chunked save proves in addition that its root and every leaf the run does not hold yet
+        # load back to the parts the split made (the split's join is the identity: test_chunks.py).
         self._prove_round_trip(payload, walked.tree)
+        payload_hash = hashlib.sha256(walked.canonical).hexdigest()
+        if chunking is not None and len(payload) > DEFAULT_SPLIT_ABOVE:
+            split = Chunker(chunking.context).split(walked.tree)
+            if split.chunks:
+                return _chunked(split.root, split.chunks, payload_hash, len(payload), chunking)
         return EncodedCheckpoint(
             payload=payload,
-            payload_hash=hashlib.sha256(walked.canonical).hexdigest(),
+            payload_hash=payload_hash,
             payload_checksum=payload_checksum(payload),
+            logical_bytes=len(payload),
         )
 
     def decode(self, payload: bytes, *, checksum: str) -> WorkflowCheckpoint:
@@ -132,13 +192,29 @@ class CheckpointCodec:
             MongoDBMappingError: Checksum mismatch, bytes this codec did not write, a class not
                 allowed, or a value a save would have refused.
         """
-        # compare_digest refuses non-ASCII text with a TypeError; such a checksum is simply wrong.
-        if not checksum.isascii() or not hmac.compare_digest(payload_checksum(payload), checksum):
-            raise MongoDBMappingError(
-                "Checkpoint payload does not match its checksum; the stored document is corrupt or "
-                "was modified outside this storage."
-            )
+        _require_checksum(payload, checksum)
         return self._rebuild(load_tree(payload), len(payload))
+
+    def open_chunked(self, payload: bytes, *, checksum: str) -> object:
+        """Verify and unpickle (no globals) a chunked checkpoint's root; its references are left
+        for :meth:`decode_chunked` to resolve with the fetched chunks.
+
+        Raises:
+            MongoDBMappingError: Checksum mismatch, or bytes this codec did not write.
+        """
+        _require_checksum(payload, checksum)
+        return load_tree(payload)
+
+    def decode_chunked(self, root: object, reader: ChunkReader, *, root_bytes: int) -> WorkflowCheckpoint:
+        """Join a chunked root (from :meth:`open_chunked`) with its verified leaves, then validate
+        and rebuild the whole tree as :meth:`decode` does.
+
+        Raises:
+            MongoDBMappingError: A leaf is missing, malformed or over the reader's budget, or the
+                joined tree is not one a save would have written.
+        """
+        tree = reader.join(root)
+        return self._rebuild(tree, root_bytes + reader.joined_bytes)
 
     def _rebuild(self, tree: object, payload_size: int) -> WorkflowCheckpoint:
         public = cast(
@@ -173,6 +249,52 @@ class CheckpointCodec:
             raise MongoDBSerializationError(
                 "Checkpoint would not load again, so it was not stored: the bytes decode to another tree."
             )
+
+
+def _pickled(tree: object) -> bytes:
+    try:
+        return pickle.dumps(tree, protocol=PICKLE_PROTOCOL)
+    except RecursionError:
+        raise MongoDBMappingError("Checkpoint state is nested too deeply to pickle.") from None
+
+
+def _require_checksum(payload: bytes, checksum: str) -> None:
+    # compare_digest refuses non-ASCII text with a TypeError; such a checksum is simply wrong.
+    if not checksum.isascii() or not hmac.compare_digest(payload_checksum(payload), checksum):
+        raise MongoDBMappingError(
+            "Checkpoint payload does not match its checksum; the stored document is corrupt or "
+            "was modified outside this storage."
+        )
+
+
+def _chunked(
+    root: object, chunks: tuple[Chunk, ...], payload_hash: str, logical_bytes: int, chunking: ChunkSettings
+) -> EncodedCheckpoint:
+    """The chunked encoding, once its root and every leaf not yet proven load back as split."""
+    payload = _pickled(root)
+    try:
+        same = load_tree(payload) == root
+        for chunk in chunks:
+            if chunk.address not in chunking.proven:
+                prove_chunk(chunking.context, chunk, budget=chunking.max_checkpoint_bytes)
+    except MongoDBMappingError as error:
+        raise MongoDBSerializationError(
+            f"Checkpoint would not load again, so it was not stored: {error}"
+        ) from error
+    if not same:
+        raise MongoDBSerializationError(
+            "Checkpoint would not load again, so it was not stored: its root decodes to another tree."
+        )
+    direct = set(references(root))
+    return EncodedCheckpoint(
+        payload=payload,
+        payload_hash=payload_hash,
+        payload_checksum=payload_checksum(payload),
+        payload_format=CHUNKED_PAYLOAD_FORMAT,
+        chunks=chunks,
+        nested=tuple(chunk.address for chunk in chunks if chunk.address not in direct),
+        logical_bytes=logical_bytes,
+    )
 
 
 def canonical_form(value: object, allowed_checkpoint_types: Iterable[str | type] = ()) -> bytes:

@@ -54,6 +54,7 @@ __all__ = [
     "ChunkReader",
     "Chunker",
     "SplitTree",
+    "prove_chunk",
     "references",
 ]
 
@@ -312,7 +313,7 @@ class ChunkReader:
     the join splices the parsed leaves into it in place.
     """
 
-    __slots__ = ("_budget", "_context", "_leaves", "_levels", "_referenced")
+    __slots__ = ("_budget", "_context", "_leaves", "_levels", "_referenced", "joined_bytes")
 
     def __init__(self, context: bytes, *, budget: int) -> None:
         self._context = context
@@ -321,6 +322,8 @@ class ChunkReader:
         self._levels = 0
         # What the added leaves reference, gathered once as each is added.
         self._referenced: set[bytes] = set()
+        self.joined_bytes = 0
+        """Decompressed bytes of the leaves added so far (each once)."""
 
     def add(self, address: object, data: object) -> None:
         """Verify a fetched leaf against its address and parse it.
@@ -341,6 +344,8 @@ class ChunkReader:
         if kind not in _KINDS:
             raise MongoDBMappingError("A stored checkpoint chunk is of an unknown kind.")
         elements = tuple(_parse(body)) if kind in {_LIST, _DICT} else ()
+        if address not in self._leaves:
+            self.joined_bytes += len(body)
         self._leaves[address] = _Leaf(kind, body, elements)
         for element in elements:
             if element.may_reference:
@@ -380,6 +385,15 @@ class ChunkReader:
         if not raw:
             raise MongoDBMappingError("A stored checkpoint chunk is empty.")
         return raw
+
+
+def prove_chunk(context: bytes, chunk: Chunk, *, budget: int) -> None:
+    """Raise unless ``chunk``'s bytes pass the load path's verification and parsing.
+
+    Raises:
+        MongoDBMappingError: What :meth:`ChunkReader.add` raises for these bytes.
+    """
+    ChunkReader(context, budget=budget).add(chunk.address, chunk.data)
 
 
 def _parse(body: bytes) -> Iterator[_Element]:

@@ -1,0 +1,229 @@
+"""Chunk documents: a chunked checkpoint's leaves, written once per run, fetched for loads, and
+collected when no retained checkpoint references them (``docs/adr/0017-chunked-payloads.md``).
+
+A chunk document is ``{_id: address, _kind: CHUNK_KIND, <scope fields>, data, touched_at,
+expires_at}``. Its address (32 bytes, the ``_id``) is a SHA-256 over the run's chunk context and
+the stored bytes, so the same bytes in two runs are two documents, and a load verifies every
+chunk it reads against the address its checkpoint names.
+
+**One round trip per save.** The leaves a save needs go out as one unordered ``bulk_write`` of
+update requests only, which pymongo sends as one ``update`` command (it groups an unordered bulk
+by operation type): an upsert per leaf the storage has not written before (its bytes under
+``$setOnInsert``, so an existing chunk is left as it is), and one ``UpdateMany`` that *touches*
+the leaves it wrote before, moving ``touched_at`` and ``expires_at`` later with ``$max``. A touch
+that matches fewer chunks than it names means another process removed some: they are written
+again, whole, before the checkpoint that references them is inserted.
+
+**Expiry.** A chunk expires no earlier than the latest-expiring checkpoint that references it:
+every save moves it with ``$max`` to its own checkpoint's expiry plus a margin (the TTL monitor
+removes documents in no particular order). A permanent checkpoint gives its chunks
+:data:`PERMANENT_EXPIRY`, the greatest date ``$max`` can hold, so permanence dominates whichever
+save comes later, and the TTL monitor never reaches it.
+
+**Collection** deletes the run's chunks that no retained checkpoint references and that no save
+touched within a grace longer than any save takes, so a save that touched or wrote a chunk and has
+not yet inserted its checkpoint never loses it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import datetime, timedelta, timezone
+from typing import Any, Final
+
+from pymongo import UpdateMany, UpdateOne
+
+from .._telemetry import count_round_trip
+from ..errors import MongoDBSerializationError, translated_driver_errors
+from .codec.chunks import Chunk
+from .documents import MAX_DOCUMENT_BYTES
+from .driver import CheckpointCollection, Document
+from .indexes import SIMPLE_COLLATION
+from .queries import (
+    CHUNK_DATA_FIELD,
+    CHUNK_PROJECTION,
+    CHUNK_TOUCHED_FIELD,
+    chunk_filter,
+    chunks_filter,
+    run_chunks_filter,
+    unreferenced_chunks_filter,
+)
+from .scope import RunScope
+
+__all__ = [
+    "CHUNK_EXPIRY_MARGIN",
+    "MIN_COLLECTION_GRACE",
+    "PERMANENT_EXPIRY",
+    "ChunkMemory",
+    "check_chunk_sizes",
+    "collect_unreferenced_chunks",
+    "delete_run_chunks",
+    "fetch_chunks",
+    "write_chunks",
+]
+
+PERMANENT_EXPIRY: Final = datetime(9999, 12, 31, tzinfo=timezone.utc)
+CHUNK_EXPIRY_MARGIN: Final = timedelta(hours=1)
+"""How much later than the checkpoint that references it a chunk expires: the TTL monitor deletes
+in passes of no set order, so a checkpoint may outlive its expiry by a pass while it is loaded."""
+MIN_COLLECTION_GRACE: Final = timedelta(minutes=10)
+"""The shortest time a chunk is spared after a save touched it; longer than twice the default
+operation timeout, and than any clock skew between writers worth supporting."""
+_BY_ADDRESS: Final = [("_id", 1)]
+_MEMORY_LIMIT: Final = 100_000
+"""Addresses a storage remembers: about 5 MB, a checkpoint of 3 GiB in 32 KiB leaves."""
+# A chunk document beyond its data: _id, kind and scope fields (identifiers up to 1 KiB each),
+# dates and BSON framing; measured generously, so the check needs no encoding.
+_CHUNK_OVERHEAD: Final = 6 * 1024
+
+
+class ChunkMemory:
+    """The addresses a storage wrote (after proving them) for its run, newest kept.
+
+    Only a hint: a remembered chunk is touched instead of sent, and written again if the touch
+    finds it gone. Never shared between runs (addresses differ by run anyway).
+    """
+
+    __slots__ = ("_addresses",)
+
+    def __init__(self) -> None:
+        self._addresses: dict[bytes, None] = {}
+
+    def __contains__(self, address: object) -> bool:
+        return address in self._addresses
+
+    def __bool__(self) -> bool:
+        return bool(self._addresses)
+
+    def remember(self, addresses: Iterable[bytes]) -> None:
+        """Remember ``addresses`` as stored; the oldest are forgotten beyond the limit."""
+        for address in addresses:
+            self._addresses.pop(address, None)
+            self._addresses[address] = None
+        while len(self._addresses) > _MEMORY_LIMIT:
+            del self._addresses[next(iter(self._addresses))]
+
+    def forget_all(self) -> None:
+        """Forget every address (the run was cleared)."""
+        self._addresses.clear()
+
+
+def check_chunk_sizes(chunks: Sequence[Chunk]) -> None:
+    """Raise, before any I/O, if a chunk document would exceed MongoDB's document limit.
+
+    Raises:
+        MongoDBSerializationError: One leaf is too large to store (an element of the state that
+            the split cannot cut, such as a tuple of millions of items).
+    """
+    largest = max((len(chunk.data) for chunk in chunks), default=0)
+    if largest + _CHUNK_OVERHEAD > MAX_DOCUMENT_BYTES:
+        raise MongoDBSerializationError(
+            f"A chunk of the checkpoint would be {largest:,} bytes; MongoDB stores at most "
+            f"{MAX_DOCUMENT_BYTES:,} bytes per document. Split the value into smaller ones."
+        )
+
+
+async def write_chunks(
+    collection: CheckpointCollection,
+    scope: RunScope,
+    chunks: Sequence[Chunk],
+    memory: ChunkMemory,
+    *,
+    expires_at: datetime | None,
+    now: datetime,
+) -> None:
+    """Make every one of ``chunks`` stored for the run, touched now: one round trip, two when a
+    remembered chunk was removed meanwhile. Driver errors are translated."""
+    known = [chunk for chunk in chunks if chunk.address in memory]
+    new = [chunk for chunk in chunks if chunk.address not in memory]
+    expiry = PERMANENT_EXPIRY if expires_at is None else expires_at + CHUNK_EXPIRY_MARGIN
+    touched = await _write(collection, _requests(scope, new, known, expiry=expiry, now=now), len(new))
+    if touched < len(known):
+        await _write(collection, _requests(scope, known, [], expiry=expiry, now=now), len(known))
+    memory.remember(chunk.address for chunk in chunks)
+
+
+def _requests(
+    scope: RunScope, new: Sequence[Chunk], known: Sequence[Chunk], *, expiry: datetime, now: datetime
+) -> list[UpdateOne | UpdateMany]:
+    later = {"$max": {CHUNK_TOUCHED_FIELD: now, "expires_at": expiry}}
+    requests: list[UpdateOne | UpdateMany] = [
+        UpdateOne(
+            chunk_filter(scope, chunk.address),
+            {"$setOnInsert": {CHUNK_DATA_FIELD: chunk.data}, **later},
+            upsert=True,
+            collation=dict(SIMPLE_COLLATION),
+        )
+        for chunk in new
+    ]
+    if known:
+        requests.append(
+            UpdateMany(
+                chunks_filter(scope, [chunk.address for chunk in known]),
+                later,
+                collation=dict(SIMPLE_COLLATION),
+            )
+        )
+    return requests
+
+
+async def _write(
+    collection: CheckpointCollection, requests: list[UpdateOne | UpdateMany], upserts: int
+) -> int:
+    """Send ``requests`` (``upserts`` upserts first, then at most one touch); return how many
+    chunks the touch matched."""
+    if not requests:
+        return 0
+    with translated_driver_errors(operation="write", action="store the checkpoint's chunks"):
+        count_round_trip()
+        result = await collection.bulk_write(requests, ordered=False)
+    # An upsert that found its chunk counts as matched, as the touch's chunks do.
+    return result.matched_count - (upserts - result.upserted_count)
+
+
+async def fetch_chunks(
+    collection: CheckpointCollection, scope: RunScope, addresses: Iterable[bytes]
+) -> dict[bytes, object]:
+    """The run's stored chunks among ``addresses``: address -> stored bytes (unverified)."""
+    wanted = sorted(set(addresses))
+    if not wanted:
+        return {}
+    with translated_driver_errors(operation="read", action="read the checkpoint's chunks"):
+        count_round_trip()  # find() sends nothing; to_list() sends the query
+        cursor = collection.find(
+            chunks_filter(scope, wanted),
+            CHUNK_PROJECTION,
+            sort=_BY_ADDRESS,
+            limit=0,
+            collation=SIMPLE_COLLATION,
+        )
+        documents: list[Document] = await cursor.to_list(None)
+    return {_address_of(document): document.get(CHUNK_DATA_FIELD) for document in documents}
+
+
+async def collect_unreferenced_chunks(
+    collection: CheckpointCollection,
+    scope: RunScope,
+    referenced: Iterable[bytes],
+    *,
+    grace: timedelta,
+    now: datetime,
+) -> int:
+    """Delete the run's chunks outside ``referenced`` that no save touched within ``grace``."""
+    query = unreferenced_chunks_filter(scope, sorted(set(referenced)), now - max(grace, MIN_COLLECTION_GRACE))
+    with translated_driver_errors(operation="write", action="delete unreferenced chunks"):
+        count_round_trip()
+        result = await collection.delete_many(query, collation=SIMPLE_COLLATION)
+    return result.deleted_count
+
+
+async def delete_run_chunks(collection: CheckpointCollection, scope: RunScope) -> int:
+    """Delete every chunk of the run (``clear_run``); the caller translates driver errors."""
+    count_round_trip()
+    result = await collection.delete_many(run_chunks_filter(scope), collation=SIMPLE_COLLATION)
+    return result.deleted_count
+
+
+def _address_of(document: Document) -> bytes:
+    address: Any = document.get("_id")
+    return bytes(address) if isinstance(address, bytes) else b""

@@ -1,0 +1,336 @@
+"""Chunked checkpoints (issue 13): a large checkpoint is stored as a root and the run's chunks.
+
+What is pinned here: which checkpoints are chunked, that each loads equal through every read,
+what a save sends and what it costs, and the lifecycle (a chunk removed meanwhile, another writer,
+expiry, ``delete``, ``keep_last`` collection, ``clear_run``), scoping and the refusals.
+"""
+
+from __future__ import annotations
+
+import random
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+from agent_framework import WorkflowCheckpoint
+
+from agent_framework_mongodb import MongoDBCheckpointStorage
+from agent_framework_mongodb.checkpoints import storage as storage_module
+from agent_framework_mongodb.checkpoints.chunk_store import CHUNK_EXPIRY_MARGIN, PERMANENT_EXPIRY
+from agent_framework_mongodb.checkpoints.codec import CHUNKED_PAYLOAD_FORMAT, PAYLOAD_FORMAT, canonical_hash
+from agent_framework_mongodb.checkpoints.scope import CHUNK_KIND
+from agent_framework_mongodb.errors import (
+    MongoDBConfigurationError,
+    MongoDBIntegrityError,
+    MongoDBMappingError,
+    MongoDBSerializationError,
+)
+from agent_framework_mongodb.testing import InMemoryCollection
+
+from ._support import (
+    INSERT,
+    SCOPE_FIELDS,
+    WORKFLOW,
+    ProxyCollection,
+    end_counter_grace,
+    make_checkpoint,
+    make_options,
+    make_storage,
+    raw_checkpoints,
+    scope_of,
+)
+
+ALLOCATE = "find_one_and_update"
+CHUNK_WRITE = "bulk_write"
+KEY = b"k" * 32
+
+
+def _history(count: int, *, seed: int = 3) -> list[dict[str, Any]]:
+    rng = random.Random(seed)
+    words = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta"]
+    return [
+        {
+            "role": "user" if index % 2 == 0 else "assistant",
+            "text": " ".join(rng.choices(words, k=40)),
+            "n": index,
+        }
+        for index in range(count)
+    ]
+
+
+def conversation(step: int, *, run: str = "cp", per_step: int = 2) -> WorkflowCheckpoint:
+    """The checkpoint of superstep ``step`` of a conversation growing ``per_step`` messages a step."""
+    return make_checkpoint(
+        f"{run}-{step:04d}",
+        previous=None if step == 0 else f"{run}-{step - 1:04d}",
+        state={"history": _history(per_step * (step + 1)), "step": step},
+    )
+
+
+def identity(checkpoint: WorkflowCheckpoint) -> str:
+    return canonical_hash(checkpoint.to_dict())
+
+
+async def chunk_documents(collection: InMemoryCollection, **match: Any) -> list[dict[str, Any]]:
+    return await collection.find({"_kind": CHUNK_KIND, **match}).to_list(None)
+
+
+async def test_a_small_checkpoint_stays_one_document(collection: InMemoryCollection) -> None:
+    storage = make_storage(collection)
+    await storage.save(make_checkpoint("cp-small"))
+
+    (document,) = await raw_checkpoints(collection)
+    assert document["payload_format"] == PAYLOAD_FORMAT
+    assert await chunk_documents(collection) == []
+
+
+async def test_a_large_checkpoint_is_a_root_and_chunks_that_load_equal(
+    collection: InMemoryCollection,
+) -> None:
+    storage = make_storage(collection)
+    checkpoint = conversation(200)
+    await storage.save(checkpoint)
+
+    (root,) = await raw_checkpoints(collection)
+    chunks = await chunk_documents(collection)
+    assert root["payload_format"] == CHUNKED_PAYLOAD_FORMAT
+    assert len(root["checkpoint"]) < root["payload_bytes"] // 10
+    assert len(chunks) > 3
+    scope = scope_of(storage).fields()
+    for chunk in chunks:
+        assert {field: chunk[field] for field in SCOPE_FIELDS} == scope
+        assert isinstance(chunk["_id"], bytes)
+        assert len(chunk["_id"]) == 32
+        assert chunk["expires_at"] == PERMANENT_EXPIRY.replace(tzinfo=None)
+
+    fresh = make_storage(collection)  # another process: nothing remembered
+    loaded = [
+        await fresh.load(checkpoint.checkpoint_id),
+        await fresh.get_latest(workflow_name=WORKFLOW),
+        *(await fresh.list_checkpoints(workflow_name=WORKFLOW)),
+        *(await fresh.list_checkpoint_page(workflow_name=WORKFLOW)).checkpoints,
+    ]
+    assert [identity(item) for item in loaded if item is not None] == [identity(checkpoint)] * 4
+
+
+async def test_an_appending_save_sends_only_its_new_chunks(collection: InMemoryCollection) -> None:
+    storage = make_storage(collection)
+    await storage.save(conversation(300))
+    before = {chunk["_id"] for chunk in await chunk_documents(collection)}
+
+    await storage.save(conversation(301))
+
+    after = {chunk["_id"] for chunk in await chunk_documents(collection)}
+    new = after - before
+    assert 0 < len(new) <= 3
+    sizes = sorted(len(chunk["data"]) for chunk in await chunk_documents(collection) if chunk["_id"] in new)
+    assert sum(sizes) < 8 * 1024, sizes
+
+
+async def test_a_chunked_save_costs_three_round_trips_and_a_load_two(proxy: ProxyCollection) -> None:
+    storage = make_storage(proxy)
+    for step in range(100, 103):
+        await storage.save(conversation(step))
+    end_counter_grace(proxy)
+    await storage.save(conversation(103))
+    proxy.reset()
+
+    await storage.save(conversation(104))
+    assert proxy.trip_names == [CHUNK_WRITE, ALLOCATE, INSERT]
+    proxy.reset()
+    await make_storage(proxy).load(conversation(104).checkpoint_id)
+    assert proxy.trip_names == ["find_one", "find_fetch"]
+
+
+async def test_a_remembered_chunk_removed_meanwhile_is_written_again(collection: InMemoryCollection) -> None:
+    storage = make_storage(collection)
+    await storage.save(conversation(150))
+    await collection.delete_many({"_kind": CHUNK_KIND})
+
+    await storage.save(conversation(151))
+
+    loaded = await make_storage(collection).load(conversation(151).checkpoint_id)
+    assert identity(loaded) == identity(conversation(151))
+
+
+async def test_two_writers_of_a_run_share_its_chunks(collection: InMemoryCollection) -> None:
+    first, second = make_storage(collection), make_storage(collection)
+    await first.save(conversation(120))
+    count = len(await chunk_documents(collection))
+
+    await second.save(conversation(120, run="other-id"))  # same content, another id
+
+    assert len(await chunk_documents(collection)) == count
+    for storage, checkpoint in ((first, conversation(120, run="other-id")), (second, conversation(120))):
+        assert identity(await storage.load(checkpoint.checkpoint_id)) == identity(checkpoint)
+
+
+async def test_a_missing_chunk_fails_the_load_clearly(collection: InMemoryCollection) -> None:
+    storage = make_storage(collection)
+    await storage.save(conversation(100))
+    victim = (await chunk_documents(collection))[0]
+    await collection.delete_one({"_id": victim["_id"]})
+
+    with pytest.raises(MongoDBMappingError, match="missing"):
+        await make_storage(collection).load(conversation(100).checkpoint_id)
+
+
+async def test_a_modified_chunk_fails_the_load(collection: InMemoryCollection) -> None:
+    storage = make_storage(collection)
+    await storage.save(conversation(100))
+    victim = (await chunk_documents(collection))[0]
+    data = bytearray(victim["data"])
+    data[len(data) // 2] ^= 0x01
+    await collection.update_one({"_id": victim["_id"]}, {"$set": {"data": bytes(data)}})
+
+    with pytest.raises(MongoDBMappingError, match="does not match its address"):
+        await make_storage(collection).load(conversation(100).checkpoint_id)
+
+
+async def test_chunks_are_never_found_from_another_run(collection: InMemoryCollection) -> None:
+    storage = make_storage(collection)
+    await storage.save(conversation(100))
+    other = make_storage(collection, session_id="session-other")
+    # The other run's root copied over with its own scope: its chunks are addressed in another
+    # run's context, and the copy's chunk queries state this run's scope.
+    (root,) = await raw_checkpoints(collection)
+    other_scope = scope_of(other)
+    copy = {
+        **root,
+        **other_scope.fields(),
+        "_id": other_scope.checkpoint_document_id(root["checkpoint_id"]),
+    }
+    await collection.insert_one(copy)
+
+    with pytest.raises(MongoDBMappingError):
+        await other.load(root["checkpoint_id"])
+
+
+async def test_signing_covers_the_chunks(collection: InMemoryCollection) -> None:
+    storage = make_storage(collection, signing_keys=[KEY])
+    await storage.save(conversation(100))
+    assert identity(await storage.load(conversation(100).checkpoint_id)) == identity(conversation(100))
+
+    (root,) = await raw_checkpoints(collection)
+    await collection.update_one({"_id": root["_id"]}, {"$set": {"payload_format": PAYLOAD_FORMAT}})
+    with pytest.raises(MongoDBIntegrityError):
+        await make_storage(collection, signing_keys=[KEY]).load(conversation(100).checkpoint_id)
+
+
+async def test_chunks_expire_no_earlier_than_their_latest_checkpoint(collection: InMemoryCollection) -> None:
+    short = make_storage(collection, ttl=timedelta(hours=1))
+    await short.save(conversation(100))
+    (first,) = await raw_checkpoints(collection)
+    for chunk in await chunk_documents(collection):
+        assert chunk["expires_at"] == first["expires_at"] + CHUNK_EXPIRY_MARGIN
+
+    longer = make_storage(collection, ttl=timedelta(days=2))
+    await longer.save(conversation(101))
+    second = (await raw_checkpoints(collection))[-1]
+    shared = {chunk["_id"] for chunk in await chunk_documents(collection)}
+    assert all(
+        chunk["expires_at"] >= second["expires_at"] + CHUNK_EXPIRY_MARGIN
+        for chunk in await chunk_documents(collection)
+        if chunk["_id"] in shared and chunk["touched_at"] == second["created_at"]
+    )
+
+    await make_storage(collection).save(conversation(102))  # permanent
+    await short.save(conversation(103))  # expiring again, later: permanence still dominates
+    assert {
+        chunk["expires_at"]
+        for chunk in await chunk_documents(collection)
+        if chunk["touched_at"] >= second["created_at"]
+    } >= {PERMANENT_EXPIRY.replace(tzinfo=None)}
+    latest = (await raw_checkpoints(collection))[-1]
+    reader = make_storage(collection)
+    assert identity(await reader.load(latest["checkpoint_id"])) == identity(conversation(103))
+
+
+async def test_delete_leaves_chunks_that_clear_run_removes(collection: InMemoryCollection) -> None:
+    storage = make_storage(collection)
+    other = make_storage(collection, session_id="session-other")
+    await storage.save(conversation(100))
+    await other.save(conversation(100))
+    theirs = len(await chunk_documents(collection, session_id="session-other"))
+
+    assert await storage.delete(conversation(100).checkpoint_id)
+    assert await chunk_documents(collection, session_id=storage.options.session_id) != []
+
+    result = await storage.clear_run()
+    assert result.chunks_deleted > 0
+    assert await chunk_documents(collection, session_id=storage.options.session_id) == []
+    assert len(await chunk_documents(collection, session_id="session-other")) == theirs
+    assert (await storage.clear_run()).chunks_deleted == 0  # retry-safe
+
+    await storage.save(conversation(101))  # the cleared run starts again: nothing remembered wrongly
+    assert identity(await make_storage(collection).load(conversation(101).checkpoint_id)) == identity(
+        conversation(101)
+    )
+
+
+async def test_keep_last_collects_unreferenced_chunks_after_the_grace(
+    collection: InMemoryCollection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    storage = make_storage(collection, keep_last=2)
+    # Histories that share nothing, so every pruned checkpoint leaves garbage behind.
+    for step in range(4):
+        await storage.save(make_checkpoint(f"cp-{step}", state={"history": _history(200, seed=step)}))
+    before = len(await chunk_documents(collection))
+
+    # Within the grace nothing is collected: a save may be between its chunks and its insert.
+    await storage.save(make_checkpoint("cp-4", state={"history": _history(200, seed=4)}))
+    assert len(await chunk_documents(collection)) > before
+
+    later = datetime.now(timezone.utc) + timedelta(hours=1)
+    monkeypatch.setattr(storage_module, "utc_now", lambda: later)
+    for step in range(5, 7):
+        await storage.save(make_checkpoint(f"cp-{step}", state={"history": _history(200, seed=step)}))
+
+    kept = await raw_checkpoints(collection)
+    remaining = await chunk_documents(collection)
+    assert len(remaining) < before
+    for document in kept:
+        loaded = await make_storage(collection).load(document["checkpoint_id"])
+        assert loaded.checkpoint_id == document["checkpoint_id"]
+
+
+async def test_a_checkpoint_above_max_checkpoint_bytes_is_refused_before_any_io(
+    proxy: ProxyCollection,
+) -> None:
+    storage = make_storage(proxy, max_checkpoint_bytes=1024 * 1024)
+    big = make_checkpoint("cp-big", state={"blob": "x" * (1024 * 1024 + 1)})
+
+    with pytest.raises(MongoDBSerializationError, match="max_checkpoint_bytes"):
+        await storage.save(big)
+    assert proxy.trip_names == []
+
+
+async def test_a_checkpoint_above_16_mib_saves_and_loads_equal(collection: InMemoryCollection) -> None:
+    rng = random.Random(11)
+    blob = rng.randbytes(17 * 1024 * 1024)
+    checkpoint = make_checkpoint("cp-huge", state={"blob": blob, "notes": [str(n) for n in range(50_000)]})
+    storage = make_storage(collection)
+
+    await storage.save(checkpoint)
+
+    loaded = await make_storage(collection).load("cp-huge")
+    assert loaded.state["blob"] == blob
+    assert identity(loaded) == identity(checkpoint)
+
+
+@pytest.mark.parametrize("value", [0, 1024, True, 2.5, "256", 17 * 1024**3])
+def test_max_checkpoint_bytes_is_validated(value: object) -> None:
+    with pytest.raises(MongoDBConfigurationError, match="max_checkpoint_bytes"):
+        make_options(max_checkpoint_bytes=value)
+
+
+async def test_a_sibling_storage_does_not_share_the_memory(collection: InMemoryCollection) -> None:
+    storage = make_storage(collection)
+    await storage.save(conversation(100))
+    sibling: MongoDBCheckpointStorage = storage.for_session("session-sibling")
+
+    await sibling.save(conversation(101))
+
+    theirs = await chunk_documents(collection, session_id="session-sibling")
+    assert theirs
+    assert identity(await sibling.load(conversation(101).checkpoint_id)) == identity(conversation(101))
