@@ -12,7 +12,7 @@ import pytest
 from bson.errors import InvalidDocument
 from bson.int64 import Int64
 from bson.objectid import ObjectId
-from pymongo import IndexModel, ReturnDocument
+from pymongo import IndexModel, InsertOne, ReturnDocument
 from pymongo.collation import Collation
 from pymongo.errors import (
     BulkWriteError,
@@ -409,6 +409,8 @@ _MISSPELLED: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = [
     ("find", ({},), {"sortt": [("_id", 1)]}),
     ("find_one", ({},), {"hintt": "_id_"}),
     ("list_indexes", (), {"name": "x"}),
+    ("update_many", ({}, {"$set": {"a": 1}}), {"sort": {"_id": 1}}),  # update_one takes one; it does not
+    ("bulk_write", ([InsertOne({"_id": 1})],), {"upsert": True}),
 ]
 
 
