@@ -93,8 +93,6 @@ class BulkWrites(CollectionBase):
                 filter_, update, upsert=True, sort=None, command=False, missed=missed
             )
             return (0 if post is None else 1), int(changed and pre is not None), upserted_id
-        if len(found) > 1:
-            self._state.lookup.forget_orders()  # as before a bulk delete: replacing n sorted values is O(n²)
         server_filter = wire(dict(filter_))
         modified = sum(self._put_post_image(pre, update, server_filter, command=False)[1] for pre in found)
         return len(found), modified, None
