@@ -41,6 +41,7 @@ def _chunk_upsert(chunk_id: str, expires_at: datetime) -> UpdateOne:
     )
 
 
+@pytest.mark.seeded_engine  # also under each engine scheduling seed (tests/conftest.py)
 async def test_every_request_kind_counts_as_pymongo_merges_them(coll: InMemoryCollection) -> None:
     await coll.insert_many([{"_id": i, "v": i} for i in range(1, 6)])
     result = await coll.bulk_write(
@@ -77,6 +78,7 @@ async def test_every_request_kind_counts_as_pymongo_merges_them(coll: InMemoryCo
     ]
 
 
+@pytest.mark.seeded_engine  # also under each engine scheduling seed (tests/conftest.py)
 async def test_chunk_upserts_set_on_insert_and_raise_the_expiry_only(coll: InMemoryCollection) -> None:
     first = await coll.bulk_write([_chunk_upsert("c1", _T0), _chunk_upsert("c2", _T0)], ordered=False)
     # Creating: $max on a missing field sets it.
@@ -125,6 +127,7 @@ async def test_touching_stored_chunks_by_id_counts_matched_and_modified_apart(
     assert (await coll.find_one({"_id": "b"}) or {})["touched_at"] == _T0 + timedelta(hours=2)
 
 
+@pytest.mark.seeded_engine  # also under each engine scheduling seed (tests/conftest.py)
 async def test_update_many_returns_pymongos_update_result(coll: InMemoryCollection) -> None:
     await coll.insert_many([{"_id": 1, "n": 1}, {"_id": 2, "n": 5}, {"_id": 3, "n": 9}])
     result = await coll.update_many({"n": {"$lt": 9}}, {"$max": {"n": 5}})
@@ -178,6 +181,7 @@ async def test_ordered_bulk_stops_at_the_first_write_error(coll: InMemoryCollect
     assert await coll.find_one({"_id": 2}) == {"_id": 2}  # the update after the error never ran
 
 
+@pytest.mark.seeded_engine  # also under each engine scheduling seed (tests/conftest.py)
 async def test_unordered_bulk_goes_on_past_write_errors(coll: InMemoryCollection) -> None:
     await coll.create_index("k", unique=True)
     await coll.insert_many([{"_id": 1, "k": 1}, {"_id": 2, "k": 2}])
@@ -304,6 +308,7 @@ async def test_an_update_statement_past_the_message_size_is_refused_by_pymongo(
         await coll.bulk_write([UpdateOne({"_id": 1}, {"$set": {"a": huge}})])
 
 
+@pytest.mark.seeded_engine  # also under each engine scheduling seed (tests/conftest.py)
 async def test_faults_fail_and_hold_bulk_write_and_update_many_by_name(coll: InMemoryCollection) -> None:
     coll.fail_next("bulk_write", AutoReconnect("lost"))
     with pytest.raises(AutoReconnect):
