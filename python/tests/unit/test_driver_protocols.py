@@ -8,7 +8,12 @@ from __future__ import annotations
 
 from pymongo import AsyncMongoClient
 
-from agent_framework_mongodb.checkpoints.driver import CheckpointClient, CheckpointCollection, Document
+from agent_framework_mongodb.checkpoints.driver import (
+    BulkWriteCollection,
+    CheckpointClient,
+    CheckpointCollection,
+    Document,
+)
 from agent_framework_mongodb.testing import InMemoryMongoClient
 
 
@@ -17,7 +22,8 @@ async def test_pymongo_and_the_engine_fit_the_protocols() -> None:
     engine_client = InMemoryMongoClient()
     clients: list[CheckpointClient] = [pymongo_client, engine_client]
     collections: list[CheckpointCollection] = [pymongo_client["db"]["coll"], engine_client["db"]["coll"]]
-    assert len(clients) == len(collections) == 2
+    bulk_writers: list[BulkWriteCollection] = [pymongo_client["db"]["coll"], engine_client["db"]["coll"]]
+    assert len(clients) == len(collections) == len(bulk_writers) == 2
     for client in clients:
         await client.close()
     assert engine_client.close_count == 1

@@ -15,10 +15,12 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, Protocol
 
-from pymongo import IndexModel
+from pymongo import IndexModel, UpdateMany, UpdateOne
 from pymongo.read_preferences import Primary
 
 __all__ = [
+    "BulkOutcome",
+    "BulkWriteCollection",
     "CheckpointClient",
     "CheckpointCollection",
     "CheckpointCursor",
@@ -26,6 +28,7 @@ __all__ = [
     "CheckpointIndexCursor",
     "DeleteOutcome",
     "Document",
+    "UpdateOutcome",
     "WriteConcernView",
 ]
 
@@ -60,6 +63,42 @@ class DeleteOutcome(Protocol):
 
     @property
     def deleted_count(self) -> int: ...
+
+
+class UpdateOutcome(Protocol):
+    """What ``update_many`` returns (pymongo's ``UpdateResult``)."""
+
+    @property
+    def acknowledged(self) -> bool: ...
+
+    @property
+    def matched_count(self) -> int: ...
+
+    @property
+    def modified_count(self) -> int: ...
+
+    @property
+    def upserted_id(self) -> Any: ...
+
+
+class BulkOutcome(Protocol):
+    """What ``bulk_write`` returns (pymongo's ``BulkWriteResult``); ``upserted_ids`` maps a
+    request's index to the ``_id`` its upsert inserted."""
+
+    @property
+    def acknowledged(self) -> bool: ...
+
+    @property
+    def matched_count(self) -> int: ...
+
+    @property
+    def modified_count(self) -> int: ...
+
+    @property
+    def upserted_count(self) -> int: ...
+
+    @property
+    def upserted_ids(self) -> Mapping[int, Any] | None: ...
 
 
 class WriteConcernView(Protocol):
@@ -120,6 +159,30 @@ class CheckpointCollection(Protocol):
     async def create_indexes(self, indexes: Sequence[IndexModel], /) -> list[str]: ...
 
     async def list_indexes(self) -> CheckpointIndexCursor: ...
+
+
+class BulkWriteCollection(CheckpointCollection, Protocol):
+    """A :class:`CheckpointCollection` that also writes many documents in one request, as chunk
+    writes do: one unordered ``bulk_write`` of update requests, which pymongo sends as a single
+    ``update`` command, and ``update_many``.
+
+    Kept apart from :class:`CheckpointCollection` so that the wrappers and doubles typed against
+    it (tests' proxies, the benchmarks' ``InstantCollection``) need not implement these until the
+    storage issues them; folding the two methods into it is the whole change then.
+    """
+
+    async def update_many(
+        self,
+        filter: Filter,
+        update: Mapping[str, Any] | Sequence[Mapping[str, Any]],
+        /,
+        *,
+        collation: Collation,
+    ) -> UpdateOutcome: ...
+
+    async def bulk_write(
+        self, requests: Sequence[UpdateOne | UpdateMany], /, *, ordered: bool
+    ) -> BulkOutcome: ...
 
 
 class _DatabaseWithCollections(Protocol):

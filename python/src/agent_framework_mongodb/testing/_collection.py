@@ -13,9 +13,10 @@ from pymongo.read_concern import ReadConcern
 from pymongo.results import DeleteResult, InsertManyResult, InsertOneResult, UpdateResult
 from pymongo.write_concern import WriteConcern
 
+from ._bulk_writes import BulkWrites
 from ._codec import as_mapping, to_storage_sized
 from ._collation import check_collation
-from ._collection_base import CollationArg, CollectionBase, Filter, Hint, Update, projection_spec, unsupported
+from ._collection_base import CollationArg, Filter, Hint, Update, projection_spec, unsupported
 from ._cursor import InMemoryCursor, SortSpec, normalize_sort
 from ._errors import command_error
 from ._keywords import check_keywords
@@ -24,7 +25,7 @@ from ._options import ReadPreferenceMode
 from ._updates import validate_update
 
 
-class InMemoryCollection(CollectionBase):
+class InMemoryCollection(BulkWrites):
     """A collection of an :class:`InMemoryDatabase`; duck-types ``AsyncCollection``."""
 
     def with_options(

@@ -327,6 +327,14 @@ class CollectionBase(SettingsCarrier):
         pre = found[0] if found else None
         if pre is None and not upsert:
             return None, None, None, False
+        post, changed = self._put_post_image(pre, update, server_filter, command=command)
+        return pre, post, post["_id"] if pre is None else None, changed
+
+    def _put_post_image(
+        self, pre: dict[str, Any] | None, update: Update, server_filter: Filter, *, command: bool
+    ) -> tuple[dict[str, Any], bool]:
+        """Apply ``update`` to ``pre`` (None: insert the upsert's new document), check the result as
+        the server does and store it: (post-image, whether the stored document changed)."""
         client = self._database.client
         post = compute_post_image(client.scratch, pre, wire(update), server_filter, now=client.server_now())
         if bson_size(post) > MAX_BSON_SIZE:
@@ -348,14 +356,14 @@ class CollectionBase(SettingsCarrier):
             self._log.put(post)
             self._state.record(None, post)
             self._state.created = True
-            return None, post, post["_id"], True
+            return post, True
         changed = not same_bson(pre, post)
         if changed:
             stored = dict(post)
             self._state.store.replace(stored)  # in place: a document keeps its natural position
             self._log.put(stored)
             self._state.record(pre, stored)
-        return pre, post, None, changed
+        return post, changed
 
     def delete_matching(self, filter_: Filter) -> int:
         """Synchronously delete every stored document matching ``filter_`` (used by the TTL helper).

@@ -43,9 +43,9 @@ _SESSION: Final = {"id": Binary(bytes(16), 4)}
 _SEQUENCES: Final = {"insert": "documents", "update": "updates", "delete": "deletes"}
 
 
-# What an OP_MSG insert holds beside the command and the first document: the message header, the
-# flags, the two section kinds, the sequence's size and its identifier.
-_MESSAGE_FRAMING: Final = 16 + 4 + 1 + 1 + 4 + len(b"documents\x00")
+# What an OP_MSG write holds beside the command and the first document: the message header, the
+# flags, the two section kinds and the sequence's size (its identifier comes on top).
+_MESSAGE_FRAMING: Final = 16 + 4 + 1 + 1 + 4
 
 
 def check_command(
@@ -86,11 +86,23 @@ def insert_error(size: int, *, index: int = 0) -> WriteError | None:
 
 def check_insert_many(database: str, collection: str, sizes: Sequence[int], *, acknowledged: bool) -> None:
     """Refuse an ``insert_many`` that pymongo or the server's message parsing refuses as a whole."""
-    command = {"insert": collection, "ordered": True}
-    overhead = _MESSAGE_FRAMING + len(bson.encode({**command, "lsid": _SESSION, "$db": database}))
+    check_batched(database, "insert", collection, sizes, acknowledged=acknowledged)
+
+
+def check_batched(
+    database: str, name: str, collection: str, sizes: Sequence[int], *, acknowledged: bool
+) -> None:
+    """Refuse a write that pymongo splits into batches itself (``insert_many``, a ``bulk_write``'s
+    inserts, updates or deletes; ``name`` is the command) as pymongo or the server's message
+    parsing refuses it as a whole; ``sizes`` are its statements' encoded sizes."""
+    command = {name: collection, "ordered": True}
+    identifier = len(_SEQUENCES[name]) + 1
+    overhead = (
+        _MESSAGE_FRAMING + identifier + len(bson.encode({**command, "lsid": _SESSION, "$db": database}))
+    )
     for size in sizes:
         if size + overhead > MAX_MESSAGE_SIZE or (not acknowledged and size > MAX_BSON_SIZE):
-            _too_large("insert", size, MAX_BSON_SIZE)
+            _too_large(name, size, MAX_BSON_SIZE)
     for size in sizes:
         if size > MAX_INTERNAL_SIZE:
             raise command_error(

@@ -12,7 +12,7 @@ import pytest
 from bson.errors import InvalidDocument
 from bson.int64 import Int64
 from bson.objectid import ObjectId
-from pymongo import IndexModel, ReturnDocument
+from pymongo import DeleteOne, IndexModel, InsertOne, ReturnDocument
 from pymongo.collation import Collation
 from pymongo.errors import (
     BulkWriteError,
@@ -409,6 +409,8 @@ _MISSPELLED: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = [
     ("find", ({},), {"sortt": [("_id", 1)]}),
     ("find_one", ({},), {"hintt": "_id_"}),
     ("list_indexes", (), {"name": "x"}),
+    ("update_many", ({}, {"$set": {"a": 1}}), {"sort": {"_id": 1}}),  # update_one takes one; it does not
+    ("bulk_write", ([InsertOne({"_id": 1})],), {"upsert": True}),
 ]
 
 
@@ -448,6 +450,8 @@ async def test_keywords_that_change_nothing_here_pass_and_unsimulated_ones_are_r
     ).to_list()
     assert found == [{"_id": 1}]
     await coll.delete_one({"_id": 2}, comment="c")
+    await coll.update_many({"_id": 2}, {"$set": {"a": 1}}, comment="c", bypass_document_validation=True)
+    await coll.bulk_write([DeleteOne({"_id": 2})], comment="c", bypass_document_validation=True)
     for call in (
         lambda: coll.find({}, return_key=True).to_list(),
         lambda: coll.find({}, max={"_id": 5}).to_list(),
