@@ -677,7 +677,7 @@ def main(argv: list[str] | None = None) -> int:
 
 Command: `cd python && uv run python -m benchmarks.long_runs{" --quick" if settings.quick else ""}`
 ({time.perf_counter() - started:.0f} s in all). Today's whole-checkpoint storage: the baseline
-before a chunked payload format (issue 13, docs/adr/draft-chunked-payloads.md).
+before a chunked payload format (issue 13, docs/adr/0018-chunked-payloads.md).
 
 {facts}
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 from pymongo import AsyncMongoClient
 
 from agent_framework_mongodb.checkpoints.driver import (
-    BulkWriteCollection,
     CheckpointClient,
     CheckpointCollection,
     Document,
@@ -22,8 +21,7 @@ async def test_pymongo_and_the_engine_fit_the_protocols() -> None:
     engine_client = InMemoryMongoClient()
     clients: list[CheckpointClient] = [pymongo_client, engine_client]
     collections: list[CheckpointCollection] = [pymongo_client["db"]["coll"], engine_client["db"]["coll"]]
-    bulk_writers: list[BulkWriteCollection] = [pymongo_client["db"]["coll"], engine_client["db"]["coll"]]
-    assert len(clients) == len(collections) == len(bulk_writers) == 2
+    assert len(clients) == len(collections) == 2
     for client in clients:
         await client.close()
     assert engine_client.close_count == 1

@@ -1,5 +1,5 @@
 """Chunk documents: a chunked checkpoint's leaves, written once per run, fetched for loads, and
-collected when no retained checkpoint references them (``docs/adr/0017-chunked-payloads.md``).
+collected when no retained checkpoint references them (``docs/adr/0018-chunked-payloads.md``).
 
 A chunk document is ``{_id: address, _kind: CHUNK_KIND, <scope fields>, data, touched_at,
 expires_at}``. Its address (32 bytes, the ``_id``) is a SHA-256 over the run's chunk context and

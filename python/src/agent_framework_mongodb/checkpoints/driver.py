@@ -20,7 +20,6 @@ from pymongo.read_preferences import Primary
 
 __all__ = [
     "BulkOutcome",
-    "BulkWriteCollection",
     "CheckpointClient",
     "CheckpointCollection",
     "CheckpointCursor",
@@ -28,7 +27,6 @@ __all__ = [
     "CheckpointIndexCursor",
     "DeleteOutcome",
     "Document",
-    "UpdateOutcome",
     "WriteConcernView",
 ]
 
@@ -63,22 +61,6 @@ class DeleteOutcome(Protocol):
 
     @property
     def deleted_count(self) -> int: ...
-
-
-class UpdateOutcome(Protocol):
-    """What ``update_many`` returns (pymongo's ``UpdateResult``)."""
-
-    @property
-    def acknowledged(self) -> bool: ...
-
-    @property
-    def matched_count(self) -> int: ...
-
-    @property
-    def modified_count(self) -> int: ...
-
-    @property
-    def upserted_id(self) -> Any: ...
 
 
 class BulkOutcome(Protocol):
@@ -159,26 +141,6 @@ class CheckpointCollection(Protocol):
     async def create_indexes(self, indexes: Sequence[IndexModel], /) -> list[str]: ...
 
     async def list_indexes(self) -> CheckpointIndexCursor: ...
-
-
-class BulkWriteCollection(CheckpointCollection, Protocol):
-    """A :class:`CheckpointCollection` that also writes many documents in one request, as chunk
-    writes do: one unordered ``bulk_write`` of update requests, which pymongo sends as a single
-    ``update`` command, and ``update_many``.
-
-    Kept apart from :class:`CheckpointCollection` so that the wrappers and doubles typed against
-    it (tests' proxies, the benchmarks' ``InstantCollection``) need not implement these until the
-    storage issues them; folding the two methods into it is the whole change then.
-    """
-
-    async def update_many(
-        self,
-        filter: Filter,
-        update: Mapping[str, Any] | Sequence[Mapping[str, Any]],
-        /,
-        *,
-        collation: Collation,
-    ) -> UpdateOutcome: ...
 
     async def bulk_write(
         self, requests: Sequence[UpdateOne | UpdateMany], /, *, ordered: bool

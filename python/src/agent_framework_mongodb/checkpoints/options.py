@@ -119,7 +119,7 @@ class MongoDBCheckpointStorageOptions:
             ``repr``.
         max_checkpoint_bytes: The largest checkpoint (its encoded tree) a save stores and a load
             reads, from 1 MiB to 16 GiB; 256 MiB by default. A checkpoint above 16 KiB is stored
-            as chunks that the run keeps once (docs/adr/0017-chunked-payloads.md), so MongoDB's
+            as chunks that the run keeps once (docs/adr/0018-chunked-payloads.md), so MongoDB's
             16 MiB document limit does not bound it; a larger one is refused with
             ``MongoDBSerializationError`` before any I/O.
         strict_saves: Make a failed ``save`` stop the workflow run. Agent Framework catches

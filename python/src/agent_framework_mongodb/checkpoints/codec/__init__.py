@@ -10,7 +10,7 @@ A converter, then bytes, in layers (``specs/codec.md``, ``docs/adr/0009-codec-v2
   and only then rebuilds objects by the codec's own rules;
 * :mod:`.signing` adds an HMAC over the bytes and the document's identity, when keys are set;
 * with :class:`ChunkSettings`, :mod:`.chunks` splits a large tree into content-addressed leaves
-  the run stores once (format :data:`CHUNKED_PAYLOAD_FORMAT`, ``docs/adr/0017-chunked-payloads.md``).
+  the run stores once (format :data:`CHUNKED_PAYLOAD_FORMAT`, ``docs/adr/0018-chunked-payloads.md``).
 
 ``encode`` proves, before the storage does any I/O, that the exact bytes it returns load back
 through ``decode``'s path to the same tree and rebuild to an equal checkpoint.
@@ -111,7 +111,7 @@ class ChunkSettings:
 
     context: bytes
     max_checkpoint_bytes: int = DEFAULT_MAX_CHECKPOINT_BYTES
-    proven: Container[bytes] = frozenset()
+    proven: Container[bytes] = frozenset[bytes]()
 
 
 def payload_checksum(payload: bytes) -> str:
