@@ -60,7 +60,9 @@ Trie = dict[Hashable, Any]
 
 _OPAQUE = object()
 """The key of a value no lookup can equal (a document, an array, anything unhashable)."""
-_LOOKUP_TYPES = (str, int, bool, float, Int64, ObjectId, datetime)
+_LOOKUP_TYPES = (str, int, bool, float, Int64, ObjectId, datetime, bytes)
+"""Exact types only: a ``bson.Binary`` of another subtype hashes (and compares) apart from the
+``bytes`` of subtype 0, as the server tells binary subtypes apart; the ``_id`` of a chunk is bytes."""
 _MAX_COMBINATIONS = 1024
 """More ``$in`` combinations than this over an index's fields use a shorter prefix of them."""
 

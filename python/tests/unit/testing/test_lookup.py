@@ -8,6 +8,7 @@ from typing import Any
 
 import bson
 import pytest
+from bson.binary import Binary
 from bson.objectid import ObjectId
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -19,8 +20,9 @@ from agent_framework_mongodb.testing._indexes import matches as real_matches
 
 _OID = ObjectId("5f0000000000000000000001")
 _WHEN = datetime(2025, 1, 2, 3, 4, 5)
+_BINARY_4 = Binary(b"x", 4)
 _SCALARS = st.sampled_from(
-    [0, 1, 2, 1.0, 2.5, True, False, "x", "y", "1", None, _OID, str(_OID), _WHEN, math.nan]
+    [0, 1, 2, 1.0, 2.5, True, False, "x", "y", "1", None, _OID, str(_OID), _WHEN, math.nan, b"x", b"", _BINARY_4]
 )
 _VALUES = st.one_of(
     _SCALARS,
@@ -30,7 +32,9 @@ _VALUES = st.one_of(
 )
 _FIELDS = ("a", "b", "c", "n")
 _DOCUMENTS = st.lists(st.dictionaries(st.sampled_from(_FIELDS), _VALUES, max_size=4), min_size=0, max_size=25)
-_LOOKUP_VALUES = st.sampled_from([0, 1, 2, 1.0, True, False, "x", "y", "1", None, _OID, _WHEN, math.nan])
+_LOOKUP_VALUES = st.sampled_from(
+    [0, 1, 2, 1.0, True, False, "x", "y", "1", None, _OID, _WHEN, math.nan, b"x", b"", _BINARY_4]
+)
 
 
 def _reachable(value: Any) -> list[Any]:
