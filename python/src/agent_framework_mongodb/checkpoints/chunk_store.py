@@ -16,7 +16,14 @@ again, whole, before the checkpoint that references them is inserted.
 
 **Expiry.** A chunk expires no earlier than the latest-expiring checkpoint that references it:
 every save moves it with ``$max`` to its own checkpoint's expiry plus a margin (the TTL monitor
-removes documents in no particular order). A permanent checkpoint gives its chunks
+removes documents in no particular order).
+
+**Touches are coarse.** ``touched_at`` and ``expires_at`` are rounded *up* to a
+:data:`TOUCH_WINDOW` boundary, so the saves of one window touch a chunk with equal values and
+every touch but the window's first matches without modifying: the server rewrites no document
+(a ``$max`` that does not raise the value changes nothing) and logs no oplog entry, while the
+matched count still proves every remembered chunk exists. Rounding up only makes a chunk look
+touched later and expire later, so neither collection nor expiry can take it sooner. A permanent checkpoint gives its chunks
 :data:`PERMANENT_EXPIRY`, the greatest date ``$max`` can hold, so permanence dominates whichever
 save comes later, and the TTL monitor never reaches it.
 
@@ -54,11 +61,13 @@ __all__ = [
     "CHUNK_EXPIRY_MARGIN",
     "MIN_COLLECTION_GRACE",
     "PERMANENT_EXPIRY",
+    "TOUCH_WINDOW",
     "ChunkMemory",
     "check_chunk_sizes",
     "collect_unreferenced_chunks",
     "delete_run_chunks",
     "fetch_chunks",
+    "window_end",
     "write_chunks",
 ]
 
@@ -70,6 +79,8 @@ MIN_COLLECTION_GRACE: Final = timedelta(minutes=10)
 """The shortest time a chunk is spared after a save touched it; longer than twice the default
 operation timeout, and than any clock skew between writers worth supporting."""
 _BY_ADDRESS: Final = [("_id", 1)]
+TOUCH_WINDOW: Final = timedelta(minutes=15)
+_EPOCH: Final = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _MEMORY_LIMIT: Final = 100_000
 """Addresses a storage remembers: about 5 MB, a checkpoint of 3 GiB in 32 KiB leaves."""
 # A chunk document beyond its data: _id, kind and scope fields (identifiers up to 1 KiB each),
@@ -136,11 +147,19 @@ async def write_chunks(
     remembered chunk was removed meanwhile. Driver errors are translated."""
     known = [chunk for chunk in chunks if chunk.address in memory]
     new = [chunk for chunk in chunks if chunk.address not in memory]
-    expiry = PERMANENT_EXPIRY if expires_at is None else expires_at + CHUNK_EXPIRY_MARGIN
-    touched = await _write(collection, _requests(scope, new, known, expiry=expiry, now=now), len(new))
+    expiry = PERMANENT_EXPIRY if expires_at is None else window_end(expires_at + CHUNK_EXPIRY_MARGIN)
+    touched_at = window_end(now)
+    requests = _requests(scope, new, known, expiry=expiry, now=touched_at)
+    touched = await _write(collection, requests, len(new))
     if touched < len(known):
-        await _write(collection, _requests(scope, known, [], expiry=expiry, now=now), len(known))
+        await _write(collection, _requests(scope, known, [], expiry=expiry, now=touched_at), len(known))
     memory.remember(chunk.address for chunk in chunks)
+
+
+def window_end(moment: datetime) -> datetime:
+    """``moment`` rounded up to the next :data:`TOUCH_WINDOW` boundary (itself if on one)."""
+    windows = -((_EPOCH - moment) // TOUCH_WINDOW)  # ceiling division of timedeltas
+    return _EPOCH + windows * TOUCH_WINDOW
 
 
 def _requests(

@@ -16,7 +16,14 @@ from agent_framework import WorkflowCheckpoint
 
 from agent_framework_mongodb import MongoDBCheckpointStorage
 from agent_framework_mongodb.checkpoints import storage as storage_module
-from agent_framework_mongodb.checkpoints.chunk_store import CHUNK_EXPIRY_MARGIN, PERMANENT_EXPIRY
+from agent_framework_mongodb.checkpoints.chunk_store import (
+    CHUNK_EXPIRY_MARGIN,
+    PERMANENT_EXPIRY,
+    TOUCH_WINDOW,
+    window_end,
+)
+from agent_framework_mongodb.checkpoints.codec.chunks import references
+from agent_framework_mongodb.checkpoints.codec.rebuild import load_tree
 from agent_framework_mongodb.checkpoints.codec import CHUNKED_PAYLOAD_FORMAT, PAYLOAD_FORMAT, canonical_hash
 from agent_framework_mongodb.checkpoints.scope import CHUNK_KIND
 from agent_framework_mongodb.errors import (
@@ -217,33 +224,65 @@ async def test_signing_covers_the_chunks(collection: InMemoryCollection) -> None
         await make_storage(collection, signing_keys=[KEY]).load(conversation(100).checkpoint_id)
 
 
+def _naive(moment: datetime) -> datetime:
+    return moment.replace(tzinfo=None)
+
+
 async def test_chunks_expire_no_earlier_than_their_latest_checkpoint(collection: InMemoryCollection) -> None:
     short = make_storage(collection, ttl=timedelta(hours=1))
     await short.save(conversation(100))
     (first,) = await raw_checkpoints(collection)
-    for chunk in await chunk_documents(collection):
-        assert chunk["expires_at"] == first["expires_at"] + CHUNK_EXPIRY_MARGIN
+    expected = _naive(window_end(first["expires_at"].replace(tzinfo=timezone.utc) + CHUNK_EXPIRY_MARGIN))
+    assert {chunk["expires_at"] for chunk in await chunk_documents(collection)} == {expected}
 
     longer = make_storage(collection, ttl=timedelta(days=2))
     await longer.save(conversation(101))
     second = (await raw_checkpoints(collection))[-1]
-    shared = {chunk["_id"] for chunk in await chunk_documents(collection)}
+    floor = second["expires_at"] + CHUNK_EXPIRY_MARGIN
+    referenced = await _referenced(collection, second)
+    assert referenced
     assert all(
-        chunk["expires_at"] >= second["expires_at"] + CHUNK_EXPIRY_MARGIN
+        chunk["expires_at"] >= floor
         for chunk in await chunk_documents(collection)
-        if chunk["_id"] in shared and chunk["touched_at"] == second["created_at"]
+        if chunk["_id"] in referenced
     )
 
     await make_storage(collection).save(conversation(102))  # permanent
+    permanent = await _referenced(collection, (await raw_checkpoints(collection))[-1])
     await short.save(conversation(103))  # expiring again, later: permanence still dominates
-    assert {
-        chunk["expires_at"]
-        for chunk in await chunk_documents(collection)
-        if chunk["touched_at"] >= second["created_at"]
-    } >= {PERMANENT_EXPIRY.replace(tzinfo=None)}
+    for chunk in await chunk_documents(collection):
+        if chunk["_id"] in permanent:
+            assert chunk["expires_at"] == _naive(PERMANENT_EXPIRY)
     latest = (await raw_checkpoints(collection))[-1]
-    reader = make_storage(collection)
-    assert identity(await reader.load(latest["checkpoint_id"])) == identity(conversation(103))
+    assert identity(await make_storage(collection).load(latest["checkpoint_id"])) == identity(
+        conversation(103)
+    )
+
+
+async def _referenced(collection: InMemoryCollection, root: dict[str, Any]) -> set[bytes]:
+    """The chunk addresses a stored root names (read through the codec's own loader)."""
+    tree = load_tree(root["checkpoint"])
+    return set(references(tree)) | {
+        root["nested_chunks"][start : start + 32]
+        for start in range(0, len(root.get("nested_chunks", b"")), 32)
+    }
+
+
+async def test_touches_within_a_window_modify_nothing(
+    collection: InMemoryCollection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    storage = make_storage(collection)
+    await storage.save(conversation(100))
+    before = await chunk_documents(collection)
+
+    await storage.save(conversation(100, run="same-content"))  # every chunk known and touched
+    assert await chunk_documents(collection) == before
+
+    later = datetime.now(timezone.utc) + TOUCH_WINDOW
+    monkeypatch.setattr(storage_module, "utc_now", lambda: later)
+    await storage.save(conversation(100, run="next-window"))
+    touched = {chunk["touched_at"] for chunk in await chunk_documents(collection)}
+    assert touched == {_naive(window_end(later))}
 
 
 async def test_delete_leaves_chunks_that_clear_run_removes(collection: InMemoryCollection) -> None:
