@@ -307,30 +307,35 @@ async def test_delete_leaves_chunks_that_clear_run_removes(collection: InMemoryC
     )
 
 
+def _distinct(step: int) -> WorkflowCheckpoint:
+    """A checkpoint whose history shares no chunk with another step's."""
+    return make_checkpoint(f"cp-{step}", state={"history": _history(200, seed=step)})
+
+
 async def test_keep_last_collects_unreferenced_chunks_after_the_grace(
     collection: InMemoryCollection, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    storage = make_storage(collection, keep_last=2)
-    # Histories that share nothing, so every pruned checkpoint leaves garbage behind.
-    for step in range(4):
-        await storage.save(make_checkpoint(f"cp-{step}", state={"history": _history(200, seed=step)}))
-    before = len(await chunk_documents(collection))
-
-    # Within the grace nothing is collected: a save may be between its chunks and its insert.
-    await storage.save(make_checkpoint("cp-4", state={"history": _history(200, seed=4)}))
-    assert len(await chunk_documents(collection)) > before
+    storage = make_storage(collection, keep_last=2)  # prunes on every save
+    for step in range(3):  # the third save prunes cp-0, but its chunks are within the grace
+        await storage.save(_distinct(step))
+    chunks_of = {
+        document["checkpoint_id"]: await _referenced(collection, document)
+        for document in await raw_checkpoints(collection)
+    }
+    assert {chunk["_id"] for chunk in await chunk_documents(collection)} > chunks_of["cp-1"] | chunks_of[
+        "cp-2"
+    ]
 
     later = datetime.now(timezone.utc) + timedelta(hours=1)
     monkeypatch.setattr(storage_module, "utc_now", lambda: later)
-    for step in range(5, 7):
-        await storage.save(make_checkpoint(f"cp-{step}", state={"history": _history(200, seed=step)}))
+    await storage.save(_distinct(3))  # prunes cp-1; collects cp-0's and cp-1's chunks
 
-    kept = await raw_checkpoints(collection)
-    remaining = await chunk_documents(collection)
-    assert len(remaining) < before
-    for document in kept:
-        loaded = await make_storage(collection).load(document["checkpoint_id"])
-        assert loaded.checkpoint_id == document["checkpoint_id"]
+    remaining = {chunk["_id"] for chunk in await chunk_documents(collection)}
+    newest = await _referenced(collection, (await raw_checkpoints(collection))[-1])
+    # cp-2's chunks are an hour old but referenced by a retained checkpoint: kept.
+    assert remaining == chunks_of["cp-2"] | newest
+    for step in (2, 3):
+        assert identity(await make_storage(collection).load(f"cp-{step}")) == identity(_distinct(step))
 
 
 async def test_a_checkpoint_above_max_checkpoint_bytes_is_refused_before_any_io(
