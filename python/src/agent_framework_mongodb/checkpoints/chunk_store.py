@@ -40,7 +40,7 @@ from typing import Any, Final
 
 from pymongo import UpdateMany, UpdateOne
 
-from .._telemetry import count_round_trip
+from .._telemetry import count_payload_bytes, count_round_trip
 from ..errors import MongoDBSerializationError, translated_driver_errors
 from .codec.chunks import Chunk
 from .documents import MAX_DOCUMENT_BYTES
@@ -151,8 +151,10 @@ async def write_chunks(
     touched_at = window_end(now)
     requests = _requests(scope, new, known, expiry=expiry, now=touched_at)
     touched = await _write(collection, requests, len(new))
+    count_payload_bytes(sum(len(chunk.data) for chunk in new))
     if touched < len(known):
         await _write(collection, _requests(scope, known, [], expiry=expiry, now=touched_at), len(known))
+        count_payload_bytes(sum(len(chunk.data) for chunk in known))
     memory.remember(chunk.address for chunk in chunks)
 
 
@@ -217,7 +219,9 @@ async def fetch_chunks(
             collation=SIMPLE_COLLATION,
         )
         documents: list[Document] = await cursor.to_list(None)
-    return {_address_of(document): document.get(CHUNK_DATA_FIELD) for document in documents}
+    found = {_address_of(document): document.get(CHUNK_DATA_FIELD) for document in documents}
+    count_payload_bytes(sum(len(data) for data in found.values() if isinstance(data, bytes)))
+    return found
 
 
 async def collect_unreferenced_chunks(
