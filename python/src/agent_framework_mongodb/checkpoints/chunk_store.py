@@ -16,16 +16,16 @@ again, whole, before the checkpoint that references them is inserted.
 
 **Expiry.** A chunk expires no earlier than the latest-expiring checkpoint that references it:
 every save moves it with ``$max`` to its own checkpoint's expiry plus a margin (the TTL monitor
-removes documents in no particular order).
+removes documents in no particular order). A permanent checkpoint gives its chunks
+:data:`PERMANENT_EXPIRY`, the greatest date ``$max`` can hold, so permanence dominates whichever
+save comes later, and the TTL monitor never reaches it.
 
 **Touches are coarse.** ``touched_at`` and ``expires_at`` are rounded *up* to a
 :data:`TOUCH_WINDOW` boundary, so the saves of one window touch a chunk with equal values and
 every touch but the window's first matches without modifying: the server rewrites no document
 (a ``$max`` that does not raise the value changes nothing) and logs no oplog entry, while the
 matched count still proves every remembered chunk exists. Rounding up only makes a chunk look
-touched later and expire later, so neither collection nor expiry can take it sooner. A permanent checkpoint gives its chunks
-:data:`PERMANENT_EXPIRY`, the greatest date ``$max`` can hold, so permanence dominates whichever
-save comes later, and the TTL monitor never reaches it.
+touched later and expire later, so neither collection nor expiry can take it sooner.
 
 **Collection** deletes the run's chunks that no retained checkpoint references and that no save
 touched within a grace longer than any save takes, so a save that touched or wrote a chunk and has
@@ -219,7 +219,9 @@ async def fetch_chunks(
             collation=SIMPLE_COLLATION,
         )
         documents: list[Document] = await cursor.to_list(None)
-    found = {_address_of(document): document.get(CHUNK_DATA_FIELD) for document in documents}
+    found: dict[bytes, object] = {
+        _address_of(document): document.get(CHUNK_DATA_FIELD) for document in documents
+    }
     count_payload_bytes(sum(len(data) for data in found.values() if isinstance(data, bytes)))
     return found
 

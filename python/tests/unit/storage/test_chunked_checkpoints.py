@@ -22,9 +22,9 @@ from agent_framework_mongodb.checkpoints.chunk_store import (
     TOUCH_WINDOW,
     window_end,
 )
+from agent_framework_mongodb.checkpoints.codec import CHUNKED_PAYLOAD_FORMAT, PAYLOAD_FORMAT, canonical_hash
 from agent_framework_mongodb.checkpoints.codec.chunks import references
 from agent_framework_mongodb.checkpoints.codec.rebuild import load_tree
-from agent_framework_mongodb.checkpoints.codec import CHUNKED_PAYLOAD_FORMAT, PAYLOAD_FORMAT, canonical_hash
 from agent_framework_mongodb.checkpoints.scope import CHUNK_KIND
 from agent_framework_mongodb.errors import (
     MongoDBConfigurationError,

@@ -34,6 +34,14 @@ def large(checkpoint_id: str, *, messages: int = 200, seed: int = 1) -> Workflow
     return make_checkpoint(checkpoint_id, state={"history": _history(messages, seed)})
 
 
+async def _load_outcome(collection: InMemoryCollection, checkpoint_id: str) -> str:
+    try:
+        loaded = await make_storage(collection).load(checkpoint_id)
+    except MongoDBIntegrationError as error:
+        return error.category
+    return "loaded" if loaded.checkpoint_id == checkpoint_id else "other"
+
+
 def identity(checkpoint: WorkflowCheckpoint) -> str:
     return canonical_hash(checkpoint.to_dict())
 
@@ -117,11 +125,7 @@ async def test_clear_run_racing_a_save_leaves_no_half_checkpoint(collection: InM
     assert not any(isinstance(result, BaseException) for result in results), results
     # Whatever the interleaving, a stored checkpoint loads whole, or is not there.
     for document in await raw_checkpoints(collection):
-        try:
-            loaded = await make_storage(collection).load(document["checkpoint_id"])
-        except MongoDBIntegrationError as error:  # its chunks cleared after its chunk write
-            assert error.category == "mapping"
-        else:
-            assert loaded.checkpoint_id == document["checkpoint_id"]
+        outcome = await _load_outcome(collection, document["checkpoint_id"])
+        assert outcome in {"loaded", "mapping"}  # "mapping": its chunks cleared after its chunk write
     await storage.save(large("cp-2", messages=250))  # the writer goes on: removed chunks are rewritten
     assert identity(await make_storage(collection).load("cp-2")) == identity(large("cp-2", messages=250))

@@ -21,8 +21,9 @@ from agent_framework_mongodb.testing._indexes import matches as real_matches
 _OID = ObjectId("5f0000000000000000000001")
 _WHEN = datetime(2025, 1, 2, 3, 4, 5)
 _BINARY_4 = Binary(b"x", 4)
+_BINARIES = (b"x", b"", _BINARY_4)
 _SCALARS = st.sampled_from(
-    [0, 1, 2, 1.0, 2.5, True, False, "x", "y", "1", None, _OID, str(_OID), _WHEN, math.nan, b"x", b"", _BINARY_4]
+    [0, 1, 2, 1.0, 2.5, True, False, "x", "y", "1", None, _OID, str(_OID), _WHEN, math.nan, *_BINARIES]
 )
 _VALUES = st.one_of(
     _SCALARS,
@@ -33,7 +34,7 @@ _VALUES = st.one_of(
 _FIELDS = ("a", "b", "c", "n")
 _DOCUMENTS = st.lists(st.dictionaries(st.sampled_from(_FIELDS), _VALUES, max_size=4), min_size=0, max_size=25)
 _LOOKUP_VALUES = st.sampled_from(
-    [0, 1, 2, 1.0, True, False, "x", "y", "1", None, _OID, _WHEN, math.nan, b"x", b"", _BINARY_4]
+    [0, 1, 2, 1.0, True, False, "x", "y", "1", None, _OID, _WHEN, math.nan, *_BINARIES]
 )
 
 
