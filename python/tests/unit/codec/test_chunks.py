@@ -535,3 +535,49 @@ def test_a_leaf_the_restricted_loader_refuses_does_not_prove() -> None:
 
     with pytest.raises(MongoDBSerializationError, match="would not load again"):
         prove_chunk(CONTEXT, Chunk(chunk.address, chunk.data, (_Evil(),)), budget=BUDGET)
+
+
+# -- What the split pickles -----------------------------------------------------------------------
+
+
+def _nested(depth: int) -> Any:
+    if depth == 0:
+        return {"a": 1, "b": "text value", "c": None}
+    return {f"k{i}": _nested(depth - 1) for i in range(8)}
+
+
+def _counting_whole_pickles(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    from agent_framework_mongodb.checkpoints.codec import chunks
+
+    sizes: list[int] = []
+    whole = chunks._pickled_size
+
+    def counting(node: object) -> int:
+        sizes.append(whole(node))
+        return sizes[-1]
+
+    monkeypatch.setattr(chunks, "_pickled_size", counting)
+    return sizes
+
+
+def test_small_containers_above_long_lists_are_never_pickled_whole(monkeypatch: pytest.MonkeyPatch) -> None:
+    tree = conversation_tree(400)
+    sizes = _counting_whole_pickles(monkeypatch)
+
+    split = Chunker(CONTEXT).split(tree)
+
+    assert len(split.chunks) > 2
+    assert sizes == []
+
+
+def test_a_tree_of_many_small_dicts_is_pickled_in_c_not_walked_node_by_node(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    tree = walk_value(_nested(4), TypeResolver(())).tree  # 4,681 dicts, no long list
+    sizes = _counting_whole_pickles(monkeypatch)
+
+    split = Chunker(CONTEXT).split(tree)
+
+    assert join(split) == tree
+    assert 8 <= len(sizes) < 200
+    assert sum(sizes) < 3 * len(pickle.dumps(tree, protocol=5))

@@ -19,7 +19,9 @@ Leaf boundaries are prefix-stable, so appending to a list never changes an earli
 most 16 items is descended and its size is the sum of its items' (a string counts its characters, or
 its UTF-8 bytes once it might exceed the threshold; bytes their length; other scalars 1); the items of
 a longer one are pickled one by one, its size the sum of those pickles, and only an item whose pickle
-exceeds ``split_above`` is descended.
+exceeds ``split_above`` is descended. After 64 small containers below one known to be large, the next
+is pickled whole first and kept as it is if it fits, so a tree of many small dicts is not walked node
+by node. How a size was found is itself a function of the tree's value, so the output is too.
 
 **A leaf** is ``kind byte + body``, zlib-compressed: for lists and dicts the body is the number of
 elements, each element's pickle length (4 bytes big-endian each) and the element pickles (each loads
@@ -52,7 +54,7 @@ import pickle
 import struct
 import sys
 import zlib
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence, Sized
 from typing import Any, Final, cast
 
 from ...errors import MongoDBMappingError, MongoDBSerializationError
@@ -97,6 +99,9 @@ _PICKLE_PROTOCOL: Final = 5
 _FEW: Final = 16
 """A list, dict or tuple of at most this many items is descended in Python; the items of a
 longer one are pickled one by one."""
+_DESCENTS: Final = 64
+"""Small containers descended in Python, below one known to be large, before the next is first
+pickled whole to see whether it fits."""
 _ADDRESS_BYTES: Final = 32
 _U32: Final = struct.Struct(">I")
 _REFERENCE_COST: Final = 64
@@ -214,6 +219,14 @@ class _Framed:
         return self._view
 
 
+def _pickled_size(node: object) -> int:
+    buffer = io.BytesIO()
+    pickler = pickle.Pickler(buffer, protocol=_PICKLE_PROTOCOL)
+    pickler.fast = True  # as _Framed: the size of the value, whatever is shared
+    pickler.dump(node)
+    return buffer.tell()
+
+
 class Chunker:
     """Splits walked trees into leaves addressed within ``context`` (the run's scope and format).
 
@@ -228,7 +241,16 @@ class Chunker:
     per run to benefit; the output is the same either way.
     """
 
-    __slots__ = ("_chunks", "_context", "_known", "_leaf_bytes", "_seen", "_split_above", "_tail_modulus")
+    __slots__ = (
+        "_chunks",
+        "_context",
+        "_descents",
+        "_known",
+        "_leaf_bytes",
+        "_seen",
+        "_split_above",
+        "_tail_modulus",
+    )
 
     def __init__(
         self,
@@ -252,6 +274,7 @@ class Chunker:
         # Uncompressed leaf (kind + body) -> (address, data), of the last split and of this one.
         self._known: dict[bytes, tuple[bytes, bytes]] = {}
         self._seen: dict[bytes, tuple[bytes, bytes]] = {}
+        self._descents = _DESCENTS
 
     def split(self, tree: object) -> SplitTree:
         """Return ``tree`` with every part above ``split_above`` replaced by references.
@@ -259,7 +282,7 @@ class Chunker:
         Nothing is modified in place (the walk's tree may hold the application's own lists and
         dicts): a container with a split part is copied, one without is returned as it is.
         """
-        self._chunks, self._seen = {}, {}
+        self._chunks, self._seen, self._descents = {}, {}, _DESCENTS
         try:
             root, _ = self._split(tree)
             return SplitTree(root, tuple(self._chunks.values()))
@@ -272,21 +295,39 @@ class Chunker:
         A container of at most ``_FEW`` items is descended in Python, its size the sum of its
         items' (so a chain of small containers above a long list is never pickled whole, once
         per level, on the way down); the items of a longer one are pickled one by one, in C, and
-        only an item whose pickle exceeds ``split_above`` is descended.
+        only an item whose pickle exceeds ``split_above`` is descended. Descending costs a Python
+        step per node, so after ``_DESCENTS`` small containers not known to be large, the next
+        is first pickled whole, in C, and returned as it is if it fits (a tree of many small
+        dicts and no long list would otherwise be walked node by node).
         """
         cls = _type_of(node)
         if cls is str:
             return self._split_text(cast("str", node))
         if cls is bytes:
             return self._split_bytes(cast("bytes", node))
-        if cls is list or cls is tuple:
-            items = cast("list[Any] | tuple[Any, ...]", node)
-            if len(items) > _FEW:
-                return self._split_long_sequence(cls, items)
-            return self._split_few_sequence(cls, items)
-        if cls is dict:
-            return self._split_dict(cast("dict[str, Any]", node))
+        if cls is list or cls is tuple or cls is dict:
+            return self._split_container(cls, node)
         return node, 1
+
+    def _split_container(self, cls: type[Any], node: object) -> tuple[object, int]:
+        if len(cast("Sized", node)) > _FEW:
+            if cls is dict:
+                return self._split_long_dict(cast("dict[str, Any]", node))
+            return self._split_long_sequence(cls, cast("list[Any] | tuple[Any, ...]", node))
+        if self._descents <= 0:
+            size = _pickled_size(node)
+            if size <= self._split_above:
+                return node, size
+            self._descents = _DESCENTS
+        self._descents -= 1
+        if cls is dict:
+            return self._split_few_dict(cast("dict[str, Any]", node))
+        return self._split_few_sequence(cls, cast("list[Any] | tuple[Any, ...]", node))
+
+    def _split_large(self, node: object) -> tuple[object, int]:
+        """``_split`` of a node whose pickle is known to exceed ``split_above``."""
+        self._descents = _DESCENTS
+        return self._split(node)
 
     def _split_few_sequence(self, cls: type[Any], items: list[Any] | tuple[Any, ...]) -> tuple[object, int]:
         parts: list[Any] = []
@@ -310,7 +351,7 @@ class Chunker:
         position = framed.extend(items, 0, self._split_above)
         while position < len(items):
             item = items[position]
-            part, _ = self._split(item)
+            part, _ = self._split_large(item)
             if part is not item:
                 framed.replace_last(part)
                 parts = list(items) if parts is None else parts
@@ -323,35 +364,38 @@ class Chunker:
             return items, size
         return (parts if cls is list else tuple(parts)), size
 
-    def _split_dict(self, mapping: dict[str, Any]) -> tuple[object, int]:
-        if len(mapping) <= _FEW:
-            entries: list[list[Any]] = []
-            size, changed = 0, False
-            for key, value in mapping.items():
-                part, part_size = self._split(value)
-                changed |= part is not value
-                entries.append([key, part])
-                size += part_size + len(key) + 2
-            if size > self._split_above:
-                framed = _Framed()
-                framed.extend(entries, 0, sys.maxsize)
-                return self._runs(_DICT, entries, framed)
-        else:
-            entries = [[key, value] for key, value in mapping.items()]
+    def _split_few_dict(self, mapping: dict[str, Any]) -> tuple[object, int]:
+        entries: list[list[Any]] = []
+        size, changed = 0, False
+        for key, value in mapping.items():
+            part, part_size = self._split(value)
+            changed |= part is not value
+            entries.append([key, part])
+            size += part_size + len(key) + 2
+        if size > self._split_above:
             framed = _Framed()
-            changed = False
-            position = framed.extend(entries, 0, self._split_above)
-            while position < len(entries):
-                key, value = entries[position]
-                part, _ = self._split(value)
-                if part is not value:
-                    entries[position] = [key, part]
-                    framed.replace_last(entries[position])
-                    changed = True
-                position = framed.extend(entries, position + 1, self._split_above)
-            size = framed.total()
-            if size > self._split_above:
-                return self._runs(_DICT, entries, framed)
+            framed.extend(entries, 0, sys.maxsize)
+            return self._runs(_DICT, entries, framed)
+        if not changed:
+            return mapping, size
+        return {key: value for key, value in entries}, size  # noqa: C416 - entries are lists, typed
+
+    def _split_long_dict(self, mapping: dict[str, Any]) -> tuple[object, int]:
+        entries = [[key, value] for key, value in mapping.items()]
+        framed = _Framed()
+        changed = False
+        position = framed.extend(entries, 0, self._split_above)
+        while position < len(entries):
+            key, value = entries[position]
+            part, _ = self._split_large(value)
+            if part is not value:
+                entries[position] = [key, part]
+                framed.replace_last(entries[position])
+                changed = True
+            position = framed.extend(entries, position + 1, self._split_above)
+        size = framed.total()
+        if size > self._split_above:
+            return self._runs(_DICT, entries, framed)
         if not changed:
             return mapping, size
         return {key: value for key, value in entries}, size  # noqa: C416 - entries are lists, typed
