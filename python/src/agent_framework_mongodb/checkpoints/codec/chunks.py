@@ -238,7 +238,8 @@ class Chunker:
 
     A chunker remembers the leaves of its last split: a leaf whose content comes again (every
     closed leaf, from one save of a run to the next) is not compressed again. Keep one chunker
-    per run to benefit; the output is the same either way.
+    per run to benefit; the output is the same either way. It splits one tree at a time, so it is
+    not to be shared between threads.
     """
 
     __slots__ = (
