@@ -49,7 +49,7 @@ from .chunk_store import (
     write_chunks,
 )
 from .codec import CANONICAL_HASH_VERSION, CHUNKED_PAYLOAD_FORMAT, CheckpointCodec, ChunkSettings
-from .codec.chunks import ChunkReader, references
+from .codec.chunks import Chunker, ChunkReader, references
 from .codec.signing import PayloadSigner
 from .concerns import bind_collection
 from .connection import (
@@ -147,6 +147,8 @@ class MongoDBCheckpointStorage(CheckpointStorage):
     _codec: CheckpointCodec
     _signer: PayloadSigner | None
     _chunks: ChunkMemory
+    _chunk_context: bytes
+    _chunker: Chunker
     _owned_client: CheckpointClient | None
     _lifetime: _ClientLifetime
 
@@ -525,6 +527,9 @@ class MongoDBCheckpointStorage(CheckpointStorage):
         self._signer = PayloadSigner(keys) if keys else None
         self._chunks = ChunkMemory()
         self._chunk_context = self._scope.chunk_context(CHUNKED_PAYLOAD_FORMAT)
+        # One per run: it compresses only leaves its last split did not hold. encode() never
+        # awaits, so concurrent saves of this storage never interleave inside a split.
+        self._chunker = Chunker(self._chunk_context)
         self._owned_client = owned_client
         self._lifetime = lifetime
 
@@ -554,7 +559,9 @@ class MongoDBCheckpointStorage(CheckpointStorage):
         validate_identifier("checkpoint_id", checkpoint.checkpoint_id)
         if checkpoint.previous_checkpoint_id is not None:
             validate_identifier("previous_checkpoint_id", checkpoint.previous_checkpoint_id)
-        chunking = ChunkSettings(self._chunk_context, self._options.max_checkpoint_bytes, self._chunks)
+        chunking = ChunkSettings(
+            self._chunk_context, self._options.max_checkpoint_bytes, self._chunks, chunker=self._chunker
+        )
         encoded = self._codec.encode(checkpoint, chunking=chunking)
         check_chunk_sizes(encoded.chunks)
         count_payload_bytes(len(encoded.payload))

@@ -18,12 +18,13 @@ from agent_framework_mongodb.checkpoints.codec.chunks import (
     Chunker,
     ChunkReader,
     SplitTree,
+    prove_chunk,
     references,
 )
 from agent_framework_mongodb.checkpoints.codec.rebuild import rebuild_tree
 from agent_framework_mongodb.checkpoints.codec.rules import TypeResolver
 from agent_framework_mongodb.checkpoints.codec.walk import walk_value
-from agent_framework_mongodb.errors import MongoDBMappingError
+from agent_framework_mongodb.errors import MongoDBMappingError, MongoDBSerializationError
 
 CONTEXT = b"scope-a/tree-chunks/v1"
 BUDGET = 64 * 1024 * 1024
@@ -212,6 +213,13 @@ def _forged(kind: bytes, body: bytes) -> Chunk:
     return Chunk(_address_for(data), data)
 
 
+def _body(*pickles: bytes) -> bytes:
+    """A list or dict leaf's body: the count, each pickle's length, the pickles."""
+    return b"".join(
+        [len(pickles).to_bytes(4, "big"), *(len(p).to_bytes(4, "big") for p in pickles), *pickles]
+    )
+
+
 def _address_for(data: bytes) -> bytes:
     # Anyone who can write the collection can compute an address: it is integrity, not authenticity.
     from agent_framework_mongodb.checkpoints.codec.chunks import _address
@@ -237,6 +245,9 @@ class _Evil:
         (_forged(b"l", b"\x00\x00\x00\x09" + pickle.dumps([1])), "truncated"),
         (_forged(b"l", b"\x00\x00\x00\x00"), "truncated"),
         (_forged(b"l", b"\x00\x00"), "truncated"),
+        (_forged(b"l", _body(pickle.dumps([1]))[:-1]), "truncated"),
+        (_forged(b"l", _body(pickle.dumps([1])) + b"."), "truncated"),
+        (_forged(b"l", _body(pickle.dumps([1]), b"")), "truncated"),
         (_forged(b"x", b"anything"), "unknown kind"),
         (_forged(b"", b""), "empty"),
     ],
@@ -248,7 +259,7 @@ def test_a_malformed_leaf_is_refused(chunk: Chunk, reason: str) -> None:
 
 def test_a_leaf_with_a_global_never_runs_code(capsys: pytest.CaptureFixture[str]) -> None:
     payload = pickle.dumps(_Evil())
-    chunk = _forged(b"l", len(payload).to_bytes(4, "big") + payload)
+    chunk = _forged(b"l", _body(payload))
 
     with pytest.raises(MongoDBMappingError):
         _reading(chunk)
@@ -265,7 +276,7 @@ def test_a_reference_of_another_kind_is_refused() -> None:
 
 def test_repeated_dict_entries_are_refused() -> None:
     entry = pickle.dumps(["same", 1])
-    body = (len(entry).to_bytes(4, "big") + entry) * 2
+    body = _body(entry, entry)
 
     with pytest.raises(MongoDBMappingError, match="repeated key"):
         _reading(_forged(b"d", body), "d")
@@ -318,7 +329,7 @@ def test_references_nested_too_deeply_are_refused() -> None:
     inner: Any = [1]
     for _ in range(10):
         encoded = pickle.dumps([inner])
-        chunk = _forged(b"l", len(encoded).to_bytes(4, "big") + encoded)
+        chunk = _forged(b"l", _body(encoded))
         chunks.append(chunk)
         inner = (REFERENCE_TAG, "l", [chunk.address])
     for chunk in reversed(chunks[-8:]):
@@ -338,7 +349,7 @@ def test_a_reference_spelled_another_way_stays_unresolved_and_is_refused() -> No
     target = _forged(b"b", b"content")
     # Protocol 3 writes text as BINUNICODE (4-byte length), never SHORT_BINUNICODE: no mark.
     element = pickle.dumps([(REFERENCE_TAG, "b", [target.address])], protocol=3)
-    holder = _forged(b"l", len(element).to_bytes(4, "big") + element)
+    holder = _forged(b"l", _body(element))
     reader = ChunkReader(CONTEXT, budget=BUDGET)
     root = {"items": (REFERENCE_TAG, "l", [holder.address])}
     reader.add(holder.address, holder.data)
@@ -348,3 +359,225 @@ def test_a_reference_spelled_another_way_stays_unresolved_and_is_refused() -> No
     assert joined["items"][0][0] == (REFERENCE_TAG, "b", [target.address])  # type: ignore[index]
     with pytest.raises(MongoDBMappingError):
         rebuild_tree(joined, TypeResolver(()), check_root=lambda _: None, payload_size=BUDGET)
+
+
+# -- Determinism ----------------------------------------------------------------------------------
+
+
+def _fresh(text: str) -> str:
+    """An equal string that is another object."""
+    copy = text.encode("utf-8", "surrogatepass").decode("utf-8", "surrogatepass")
+    assert len(text) < 2 or copy is not text  # one-character strings are cached
+    return copy
+
+
+def _unshared(node: Any) -> Any:
+    """An equal tree in which no string is an object found anywhere else in it."""
+    if type(node) is str:
+        return _fresh(node)
+    if type(node) is list:
+        return [_unshared(item) for item in node]
+    if type(node) is tuple:
+        return tuple(_unshared(item) for item in node)
+    if type(node) is dict:
+        return {_fresh(key): _unshared(value) for key, value in node.items()}
+    return node
+
+
+def _stored(split: SplitTree) -> list[tuple[bytes, bytes]]:
+    return [(chunk.address, chunk.data) for chunk in split.chunks]
+
+
+def test_equal_content_splits_the_same_whichever_strings_are_shared() -> None:
+    text = "a line said twice in one message, " * 3
+    shared = [{"said": text, "again": text, "n": i} for i in range(300)]
+    unshared = [{"said": _fresh(text), "again": _fresh(text), "n": i} for i in range(300)]
+    # What a memo-based pickle would do: equal elements, other bytes (another leaf address).
+    assert shared[0] == unshared[0]
+    assert pickle.dumps(shared[0], protocol=5) != pickle.dumps(unshared[0], protocol=5)
+
+    one = Chunker(CONTEXT, **SMALL).split(shared)
+    other = Chunker(CONTEXT, **SMALL).split(unshared)
+
+    assert one.chunks
+    assert one.root == other.root
+    assert _stored(one) == _stored(other)
+
+
+def test_a_real_conversation_splits_the_same_once_its_sharing_is_undone() -> None:
+    tree = conversation_tree(120)
+    copy = _unshared(tree)
+    assert copy == tree
+    assert pickle.dumps(copy, protocol=5) != pickle.dumps(tree, protocol=5), "the walk's tree shares strings"
+
+    one = Chunker(CONTEXT, **SMALL).split(tree)
+    other = Chunker(CONTEXT, **SMALL).split(copy)
+
+    assert one.root == other.root
+    assert _stored(one) == _stored(other)
+
+
+def test_a_reused_chunker_splits_as_a_new_one_and_compresses_only_new_leaves(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    chunker = Chunker(CONTEXT, split_above=8192, leaf_bytes=4096, tail_modulus=2)
+    before = chunker.split(conversation_tree(300))
+    compress = zlib.compress
+    calls: list[int] = []
+
+    def counting(data: bytes, /, level: int = -1) -> bytes:
+        calls.append(len(data))
+        return compress(data, level)
+
+    monkeypatch.setattr(zlib, "compress", counting)
+    after = chunker.split(conversation_tree(302))
+    monkeypatch.undo()
+
+    fresh = Chunker(CONTEXT, split_above=8192, leaf_bytes=4096, tail_modulus=2).split(conversation_tree(302))
+    assert after.root == fresh.root
+    assert _stored(after) == _stored(fresh)
+    new = [chunk for chunk in after.chunks if chunk.address not in addresses(before)]
+    assert 1 <= len(calls) == len(new) < len(after.chunks) // 4
+
+
+# -- Save-time proof of leaves --------------------------------------------------------------------
+
+
+def _trees() -> list[Any]:
+    text = "é" * 50_000
+    return [
+        conversation_tree(400),
+        {"items": [{"text": text, "blob": bytes(range(256)) * 200, "n": 0}, *({"n": i} for i in range(300))]},
+        {f"key-{i:04d}": {"value": i, "text": "x" * 40} for i in range(500)},
+        ("t", [("t", i) for i in range(2000)]),
+    ]
+
+
+@pytest.mark.parametrize("tree", _trees())
+def test_every_leaf_of_a_split_proves(tree: Any) -> None:
+    split = Chunker(CONTEXT, split_above=4096, leaf_bytes=8192).split(tree)
+
+    assert split.chunks
+    for chunk in split.chunks:
+        assert chunk.parts
+        prove_chunk(CONTEXT, chunk, budget=BUDGET)
+
+
+def test_the_parts_are_what_the_split_placed_in_each_leaf() -> None:
+    items = [str(i) * 20 for i in range(300)]
+    text = "é" * 20_000
+    mapping = {f"key-{i}": i for i in range(400)}
+    tree = {"items": items, "text": text, "mapping": mapping}
+
+    split = Chunker(CONTEXT, split_above=4096, leaf_bytes=8192).split(tree)
+    by_address = {chunk.address: chunk for chunk in split.chunks}
+
+    def content(record: Any) -> list[Any]:
+        return [part for address in record[2] for part in by_address[address].parts]
+
+    root = split.root
+    assert isinstance(root, dict)
+    assert content(root["items"]) == items
+    assert content(root["mapping"]) == [[key, value] for key, value in mapping.items()]
+    assert b"".join(content(root["text"])) == text.encode()
+    assert all(type(part) is bytes for part in content(root["text"]))
+
+
+def _altered(chunk: Chunk, how: str) -> Chunk:
+    data = bytearray(chunk.data)
+    if how == "bit flip":
+        data[len(data) // 2] ^= 1
+        return Chunk(chunk.address, bytes(data), chunk.parts)
+    if how == "truncated":
+        return Chunk(chunk.address, chunk.data[:-3], chunk.parts)
+    if how == "readdressed":  # consistent with its address, but not what the split placed
+        forged = _forged(b"l", _body(pickle.dumps(["another element"], protocol=5)))
+        return Chunk(forged.address, forged.data, chunk.parts)
+    if how == "other parts":
+        return Chunk(chunk.address, chunk.data, (*chunk.parts[:-1], "something else"))
+    if how == "fewer parts":
+        return Chunk(chunk.address, chunk.data, chunk.parts[:-1])
+    assert how == "no parts"
+    return Chunk(chunk.address, chunk.data)
+
+
+@pytest.mark.parametrize(
+    ("how", "reason"),
+    [
+        ("bit flip", "does not match its address"),
+        ("truncated", "does not match its address"),
+        ("readdressed", "other content"),
+        ("other parts", "other content"),
+        ("fewer parts", "other content"),
+        ("no parts", "other content"),
+    ],
+)
+def test_an_altered_leaf_does_not_prove(split: SplitTree, how: str, reason: str) -> None:
+    chunk = next(chunk for chunk in split.chunks if len(chunk.parts) > 1)
+    prove_chunk(CONTEXT, chunk, budget=BUDGET)
+
+    with pytest.raises(MongoDBSerializationError, match=reason):
+        prove_chunk(CONTEXT, _altered(chunk, how), budget=BUDGET)
+
+
+def test_a_leaf_of_another_context_or_over_the_budget_does_not_prove(split: SplitTree) -> None:
+    chunk = max(split.chunks, key=lambda chunk: len(zlib.decompress(chunk.data)))
+
+    with pytest.raises(MongoDBSerializationError, match="another run"):
+        prove_chunk(b"scope-b/tree-chunks/v1", chunk, budget=BUDGET)
+    with pytest.raises(MongoDBSerializationError, match="size limit"):
+        prove_chunk(CONTEXT, chunk, budget=len(zlib.decompress(chunk.data)) - 1)
+
+
+def test_a_leaf_the_restricted_loader_refuses_does_not_prove() -> None:
+    payload = pickle.dumps(_Evil())
+    chunk = _forged(b"l", _body(payload))
+
+    with pytest.raises(MongoDBSerializationError, match="would not load again"):
+        prove_chunk(CONTEXT, Chunk(chunk.address, chunk.data, (_Evil(),)), budget=BUDGET)
+
+
+# -- What the split pickles -----------------------------------------------------------------------
+
+
+def _nested(depth: int) -> Any:
+    if depth == 0:
+        return {"a": 1, "b": "text value", "c": None}
+    return {f"k{i}": _nested(depth - 1) for i in range(8)}
+
+
+def _counting_whole_pickles(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    from agent_framework_mongodb.checkpoints.codec import chunks
+
+    sizes: list[int] = []
+    whole = chunks._pickled_size
+
+    def counting(node: object) -> int:
+        sizes.append(whole(node))
+        return sizes[-1]
+
+    monkeypatch.setattr(chunks, "_pickled_size", counting)
+    return sizes
+
+
+def test_small_containers_above_long_lists_are_never_pickled_whole(monkeypatch: pytest.MonkeyPatch) -> None:
+    tree = conversation_tree(400)
+    sizes = _counting_whole_pickles(monkeypatch)
+
+    split = Chunker(CONTEXT).split(tree)
+
+    assert len(split.chunks) > 2
+    assert sizes == []
+
+
+def test_a_tree_of_many_small_dicts_is_pickled_in_c_not_walked_node_by_node(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    tree = walk_value(_nested(4), TypeResolver(())).tree  # 4,681 dicts, no long list
+    sizes = _counting_whole_pickles(monkeypatch)
+
+    split = Chunker(CONTEXT).split(tree)
+
+    assert join(split) == tree
+    assert 8 <= len(sizes) < 200
+    assert sum(sizes) < 3 * len(pickle.dumps(tree, protocol=5))

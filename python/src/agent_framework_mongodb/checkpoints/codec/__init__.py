@@ -107,11 +107,14 @@ class ChunkSettings:
         max_checkpoint_bytes: Largest whole-tree pickle accepted; above it a save is refused.
         proven: Addresses of chunks this run already stored after proving them; their bytes
             are not proven again (the storage remembers what it wrote).
+        chunker: The run's :class:`~.chunks.Chunker` for ``context``, which compresses only the
+            leaves its last split did not hold; a new one per save when ``None``.
     """
 
     context: bytes
     max_checkpoint_bytes: int = DEFAULT_MAX_CHECKPOINT_BYTES
     proven: Container[bytes] = frozenset[bytes]()
+    chunker: Chunker | None = None
 
 
 def payload_checksum(payload: bytes) -> str:
@@ -175,7 +178,8 @@ class CheckpointCodec:
         self._prove_round_trip(payload, walked.tree)
         payload_hash = hashlib.sha256(walked.canonical).hexdigest()
         if chunking is not None and len(payload) > DEFAULT_SPLIT_ABOVE:
-            split = Chunker(chunking.context).split(walked.tree)
+            chunker = chunking.chunker or Chunker(chunking.context)
+            split = chunker.split(walked.tree)
             if split.chunks:
                 return _chunked(split.root, split.chunks, payload_hash, len(payload), chunking)
         return EncodedCheckpoint(

@@ -2,23 +2,40 @@
 
 A long run's checkpoints repeat their history: every checkpoint holds the whole conversation so far.
 Splitting the walked tree (``walk.py``) into chunks that earlier checkpoints of the run already stored
-lets a save send only what is new (``docs/adr/draft-chunked-payloads.md``).
+lets a save send only what is new (``docs/adr/0018-chunked-payloads.md``).
 
 **Splitting follows the structure.** Bottom-up, a list or a plain ``str``-keyed dict whose estimated
-pickled size exceeds ``split_above`` is replaced by a reference record ``("@", kind, [address, ...])``,
-and its elements (a dict's ``[key, value]`` entries, in insertion order) go into *leaves*; a ``str``
-or ``bytes`` above the threshold is cut into pieces of ``leaf_bytes``. Leaf boundaries are prefix-stable,
-so appending to a list never changes an earlier leaf:
+pickled size (below) exceeds ``split_above`` is replaced by a reference record
+``("@", kind, [address, ...])``, and its elements (a dict's ``[key, value]`` entries, in insertion
+order) go into *leaves*; a ``str`` or ``bytes`` above the threshold is cut into pieces of ``leaf_bytes``.
+Leaf boundaries are prefix-stable, so appending to a list never changes an earlier leaf:
 
 * *closed* leaves are cut greedily from the start, each as soon as its elements reach ``leaf_bytes``;
 * the rest (the open tail, under ``leaf_bytes``) is cut after every element whose digest's first byte
   is a multiple of ``tail_modulus`` (content-defined: about ``tail_modulus`` elements per tail leaf),
   so a save re-sends only the last few elements, not the whole tail.
 
-**A leaf** is ``kind byte + body``, zlib-compressed: for lists and dicts the body is a sequence of
-length-prefixed element pickles (each loads through the restricted loader on its own); for strings
-and bytes, the raw piece. Its address is the SHA-256 of the caller's context (the run's scope and the
-format) and the stored bytes, so a leaf proves its own integrity and cannot be moved to another run.
+**Sizes** are found without pickling a subtree on the way down to its large lists: a container of at
+most 16 items is descended and its size is the sum of its items' (a string counts its characters, or
+its UTF-8 bytes once it might exceed the threshold; bytes their length; other scalars 1); the items of
+a longer one are pickled one by one, its size the sum of those pickles, and only an item whose pickle
+exceeds ``split_above`` is descended. After 64 small containers below one known to be large, the next
+is pickled whole first and kept as it is if it fits, so a tree of many small dicts is not walked node
+by node. How a size was found is itself a function of the tree's value, so the output is too.
+
+**A leaf** is ``kind byte + body``, zlib-compressed: for lists and dicts the body is the number of
+elements, each element's pickle length (4 bytes big-endian each) and the element pickles (each loads
+through the restricted loader on its own); for strings and bytes, the raw piece. Its address is the
+SHA-256 of the caller's context (the run's scope and the format) and the stored bytes, so a leaf proves
+its own integrity and cannot be moved to another run.
+
+**Deterministic.** Element pickles are written without pickle's memo, so a split's root and leaves
+(addresses and bytes) depend only on the tree's value: its structure, dict insertion order and each
+scalar's exact type and value, never on which objects are shared or on their identities. With the
+memo, a string that is one object in two places is written once and then referred to, so equal content
+held differently (a restored run, say) would give other bytes and re-store every leaf it touches
+(``tests/unit/codec/test_chunks.py`` pins both). Equal under ``==`` is not enough: ``1``, ``1.0`` and
+``True`` are different leaves.
 
 **Joining** verifies each address, decompresses under a byte budget shared by the whole checkpoint
 (a reference repeated many times is paid for each time), loads every element through the same
@@ -32,13 +49,15 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import hmac
+import io
 import pickle
 import struct
+import sys
 import zlib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence, Sized
 from typing import Any, Final, cast
 
-from ...errors import MongoDBMappingError
+from ...errors import MongoDBMappingError, MongoDBSerializationError
 from .rebuild import load_tree
 
 # type() spelled so the type checkers see type[Any], as in walk.py.
@@ -68,13 +87,21 @@ DEFAULT_LEAF_BYTES: Final = 32 * 1024
 DEFAULT_TAIL_MODULUS: Final = 4
 _COMPRESSION_LEVEL: Final = 1
 """zlib level 1: 253 MB/s and 7.6x on a 243 KiB conversation here, against 70 MB/s and 10.5x at
-level 6 (docs/adr/draft-chunked-payloads.md)."""
+level 6 (docs/adr/0018-chunked-payloads.md)."""
 
 _LIST: Final = "l"
 _DICT: Final = "d"
 _STR: Final = "s"
 _BYTES: Final = "b"
 _KINDS: Final = frozenset({_LIST, _DICT, _STR, _BYTES})
+_KIND_BYTES: Final = {kind: kind.encode("ascii") for kind in _KINDS}
+_PICKLE_PROTOCOL: Final = 5
+_FEW: Final = 16
+"""A list, dict or tuple of at most this many items is descended in Python; the items of a
+longer one are pickled one by one."""
+_DESCENTS: Final = 64
+"""Small containers descended in Python, below one known to be large, before the next is first
+pickled whole to see whether it fits."""
 _ADDRESS_BYTES: Final = 32
 _U32: Final = struct.Struct(">I")
 _REFERENCE_COST: Final = 64
@@ -92,10 +119,18 @@ _MAX_TAIL_MODULUS: Final = 256
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Chunk:
-    """A stored leaf: its address and its exact stored bytes."""
+    """A stored leaf: its address, its exact stored bytes, and the tree nodes it holds.
+
+    ``parts`` are what the split placed in the leaf: a list leaf's elements, a dict leaf's
+    ``[key, value]`` entries, or a string or bytes leaf's one piece (``bytes``: a text's pieces are
+    cut from its UTF-8 form, possibly inside a character). They may hold references to nested
+    leaves. :func:`prove_chunk` checks that ``data`` loads back to them; a chunk read from the
+    store has none.
+    """
 
     address: bytes
     data: bytes
+    parts: tuple[object, ...] = dataclasses.field(default=(), compare=False, repr=False)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -116,8 +151,80 @@ def _address(context: bytes, data: bytes) -> bytes:
     return hashlib.sha256(_U32.pack(len(context)) + context + data).digest()
 
 
-def _dumps(node: object) -> bytes:
-    return pickle.dumps(node, protocol=5)
+class _Framed:
+    """Element pickles written back to back into one buffer, so that a leaf's pickles are one
+    slice of it.
+
+    The pickler runs in fast mode: no memo, so an element's bytes depend on its value only, never
+    on which of its strings or bytes happen to be one shared object (the memo writes a shared one
+    once and refers back to it: equal content, other bytes, another address). Fast mode needs a
+    tree without cycles, and the walk's tree has none and never shares a container (``walk.py``).
+    One pickler serves every element; each ``dump`` is a whole pickle that loads on its own.
+    """
+
+    __slots__ = ("_buffer", "_pickler", "_view", "ends")
+
+    def __init__(self) -> None:
+        self._buffer = io.BytesIO()
+        self._view: memoryview | None = None
+        self._pickler = pickle.Pickler(self._buffer, protocol=_PICKLE_PROTOCOL)
+        self._pickler.fast = True
+        self.ends: list[int] = []
+        """Where each element's pickle ends in the buffer."""
+
+    def extend(self, elements: Sequence[object], start: int, limit: int) -> int:
+        """Write the pickles of ``elements[start:]`` until one is longer than ``limit``; return
+        that one's position (it is written), or the number of elements."""
+        dump, tell, ends = self._pickler.dump, self._buffer.tell, self.ends
+        previous = ends[-1] if ends else 0
+        for position in range(start, len(elements)):
+            dump(elements[position])
+            end = tell()
+            ends.append(end)
+            if end - previous > limit:
+                return position
+            previous = end
+        return len(elements)
+
+    def replace_last(self, element: object) -> None:
+        """Write ``element``'s pickle in place of the last element's."""
+        self.ends.pop()
+        self._buffer.seek(self.ends[-1] if self.ends else 0)
+        self._buffer.truncate()
+        self._pickler.dump(element)
+        self.ends.append(self._buffer.tell())
+
+    def total(self) -> int:
+        """The sum of the element pickles' lengths."""
+        return self.ends[-1] if self.ends else 0
+
+    def pickle_of(self, position: int) -> memoryview:
+        """The pickle of element ``position``; call once every element is written."""
+        return self._written()[self._start(position) : self.ends[position]]
+
+    def body(self, start: int, stop: int) -> bytes:
+        """A leaf's body for elements ``start`` to ``stop``: their count, each pickle's length
+        (4 bytes, big-endian), then the pickles."""
+        ends = self.ends
+        lengths = [ends[position] - self._start(position) for position in range(start, stop)]
+        table = struct.pack(f">{len(lengths) + 1}I", len(lengths), *lengths)
+        return table + self._written()[self._start(start) : ends[stop - 1]]
+
+    def _start(self, position: int) -> int:
+        return self.ends[position - 1] if position else 0
+
+    def _written(self) -> memoryview:
+        if self._view is None:
+            self._view = self._buffer.getbuffer()
+        return self._view
+
+
+def _pickled_size(node: object) -> int:
+    buffer = io.BytesIO()
+    pickler = pickle.Pickler(buffer, protocol=_PICKLE_PROTOCOL)
+    pickler.fast = True  # as _Framed: the size of the value, whatever is shared
+    pickler.dump(node)
+    return buffer.tell()
 
 
 class Chunker:
@@ -128,9 +235,23 @@ class Chunker:
         split_above: A container or scalar whose estimated pickled size exceeds this is split.
         leaf_bytes: Size at which a closed leaf is cut, and of string and bytes pieces.
         tail_modulus: About this many elements per leaf of a list's open tail.
+
+    A chunker remembers the leaves of its last split: a leaf whose content comes again (every
+    closed leaf, from one save of a run to the next) is not compressed again. Keep one chunker
+    per run to benefit; the output is the same either way. It splits one tree at a time, so it is
+    not to be shared between threads.
     """
 
-    __slots__ = ("_chunks", "_context", "_leaf_bytes", "_split_above", "_tail_modulus")
+    __slots__ = (
+        "_chunks",
+        "_context",
+        "_descents",
+        "_known",
+        "_leaf_bytes",
+        "_seen",
+        "_split_above",
+        "_tail_modulus",
+    )
 
     def __init__(
         self,
@@ -151,106 +272,190 @@ class Chunker:
         self._leaf_bytes = leaf_bytes
         self._tail_modulus = tail_modulus
         self._chunks: dict[bytes, Chunk] = {}
+        # Uncompressed leaf (kind + body) -> (address, data), of the last split and of this one.
+        self._known: dict[bytes, tuple[bytes, bytes]] = {}
+        self._seen: dict[bytes, tuple[bytes, bytes]] = {}
+        self._descents = _DESCENTS
 
     def split(self, tree: object) -> SplitTree:
-        """Return ``tree`` with every part above ``split_above`` replaced by references."""
-        self._chunks = {}
-        root = self._split(tree)
-        chunks, self._chunks = tuple(self._chunks.values()), {}
-        return SplitTree(root, chunks)
+        """Return ``tree`` with every part above ``split_above`` replaced by references.
 
-    def _split(self, node: object) -> object:
-        """The node with its large parts split; nothing is modified in place (the walk's tree may
-        hold the application's own lists and dicts).
+        Nothing is modified in place (the walk's tree may hold the application's own lists and
+        dicts): a container with a split part is copied, one without is returned as it is.
+        """
+        self._chunks, self._seen, self._descents = {}, {}, _DESCENTS
+        try:
+            root, _ = self._split(tree)
+            return SplitTree(root, tuple(self._chunks.values()))
+        finally:
+            self._known, self._seen, self._chunks = self._seen, {}, {}
 
-        A container whose pickle fits ``split_above`` holds nothing larger, so it is returned as it
-        is without being descended: one C-level pickle instead of a Python pass over its nodes
-        (a 243 KiB conversation split in 40 ms walking every node). A list or dict is cut into
-        leaves when its parts, once split, still pickle to more than ``split_above``.
+    def _split(self, node: object) -> tuple[object, int]:
+        """The node with its large parts split, and the part's estimated pickled size.
+
+        A container of at most ``_FEW`` items is descended in Python, its size the sum of its
+        items' (so a chain of small containers above a long list is never pickled whole, once
+        per level, on the way down); the items of a longer one are pickled one by one, in C, and
+        only an item whose pickle exceeds ``split_above`` is descended. Descending costs a Python
+        step per node, so after ``_DESCENTS`` small containers not known to be large, the next
+        is first pickled whole, in C, and returned as it is if it fits (a tree of many small
+        dicts and no long list would otherwise be walked node by node).
         """
         cls = _type_of(node)
         if cls is str:
             return self._split_text(cast("str", node))
         if cls is bytes:
             return self._split_bytes(cast("bytes", node))
-        if cls not in _CONTAINERS or len(_dumps(node)) <= self._split_above:
-            return node
-        return self._split_container(cls, node)
+        if cls is list or cls is tuple or cls is dict:
+            return self._split_container(cls, node)
+        return node, 1
 
-    def _split_container(self, cls: type[Any], node: object) -> object:
-        if cls is tuple:
-            return tuple(self._split(item) for item in cast("tuple[Any, ...]", node))
-        if cls is list:
-            parts, pickles = self._split_pickled(cast("list[Any]", node))
-            return self._runs(_LIST, pickles) if _total(pickles) > self._split_above else parts
-        mapping = cast("dict[str, Any]", node)
-        values, pickles = self._split_pickled(list(mapping.values()))
-        entries = [[key, value] for key, value in zip(mapping, values, strict=True)]
-        if _total(pickles) > self._split_above:
-            return self._runs(_DICT, [_dumps(entry) for entry in entries])
-        return {key: value for key, value in entries}  # noqa: C416 - entries are lists, typed
+    def _split_container(self, cls: type[Any], node: object) -> tuple[object, int]:
+        if len(cast("Sized", node)) > _FEW:
+            if cls is dict:
+                return self._split_long_dict(cast("dict[str, Any]", node))
+            return self._split_long_sequence(cls, cast("list[Any] | tuple[Any, ...]", node))
+        if self._descents <= 0:
+            size = _pickled_size(node)
+            if size <= self._split_above:
+                return node, size
+            self._descents = _DESCENTS
+        self._descents -= 1
+        if cls is dict:
+            return self._split_few_dict(cast("dict[str, Any]", node))
+        return self._split_few_sequence(cls, cast("list[Any] | tuple[Any, ...]", node))
 
-    def _split_pickled(self, items: list[Any]) -> tuple[list[Any], list[bytes]]:
-        """Each item split, and each part's pickle: an item that fits is pickled only once."""
+    def _split_large(self, node: object) -> tuple[object, int]:
+        """``_split`` of a node whose pickle is known to exceed ``split_above``."""
+        self._descents = _DESCENTS
+        return self._split(node)
+
+    def _split_few_sequence(self, cls: type[Any], items: list[Any] | tuple[Any, ...]) -> tuple[object, int]:
         parts: list[Any] = []
-        pickles: list[bytes] = []
+        size, changed = 0, False
         for item in items:
-            encoded = _dumps(item)
-            if len(encoded) > self._split_above:
-                item = self._split(item)  # noqa: PLW2901 - the part replaces the item
-                encoded = _dumps(item)
-            parts.append(item)
-            pickles.append(encoded)
-        return parts, pickles
+            part, part_size = self._split(item)
+            changed |= part is not item
+            parts.append(part)
+            size += part_size + 1
+        if cls is list and size > self._split_above:
+            framed = _Framed()
+            framed.extend(parts, 0, sys.maxsize)
+            return self._runs(_LIST, parts, framed)
+        if not changed:
+            return items, size
+        return (parts if cls is list else tuple(parts)), size
 
-    def _split_text(self, text: str) -> object:
+    def _split_long_sequence(self, cls: type[Any], items: list[Any] | tuple[Any, ...]) -> tuple[object, int]:
+        framed = _Framed()
+        parts: list[Any] | None = None
+        position = framed.extend(items, 0, self._split_above)
+        while position < len(items):
+            item = items[position]
+            part, _ = self._split_large(item)
+            if part is not item:
+                framed.replace_last(part)
+                parts = list(items) if parts is None else parts
+                parts[position] = part
+            position = framed.extend(items, position + 1, self._split_above)
+        size = framed.total()
+        if cls is list and size > self._split_above:
+            return self._runs(_LIST, items if parts is None else parts, framed)
+        if parts is None:
+            return items, size
+        return (parts if cls is list else tuple(parts)), size
+
+    def _split_few_dict(self, mapping: dict[str, Any]) -> tuple[object, int]:
+        entries: list[list[Any]] = []
+        size, changed = 0, False
+        for key, value in mapping.items():
+            part, part_size = self._split(value)
+            changed |= part is not value
+            entries.append([key, part])
+            size += part_size + len(key) + 2
+        if size > self._split_above:
+            framed = _Framed()
+            framed.extend(entries, 0, sys.maxsize)
+            return self._runs(_DICT, entries, framed)
+        if not changed:
+            return mapping, size
+        return {key: value for key, value in entries}, size  # noqa: C416 - entries are lists, typed
+
+    def _split_long_dict(self, mapping: dict[str, Any]) -> tuple[object, int]:
+        entries = [[key, value] for key, value in mapping.items()]
+        framed = _Framed()
+        changed = False
+        position = framed.extend(entries, 0, self._split_above)
+        while position < len(entries):
+            key, value = entries[position]
+            part, _ = self._split_large(value)
+            if part is not value:
+                entries[position] = [key, part]
+                framed.replace_last(entries[position])
+                changed = True
+            position = framed.extend(entries, position + 1, self._split_above)
+        size = framed.total()
+        if size > self._split_above:
+            return self._runs(_DICT, entries, framed)
+        if not changed:
+            return mapping, size
+        return {key: value for key, value in entries}, size  # noqa: C416 - entries are lists, typed
+
+    def _split_text(self, text: str) -> tuple[object, int]:
         if len(text) * _MAX_UTF8_BYTES <= self._split_above:  # cannot exceed it: skip encoding
-            return text
+            return text, len(text)
         encoded = text.encode("utf-8", "surrogatepass")
-        return self._pieces(_STR, encoded) if len(encoded) > self._split_above else text
+        if len(encoded) > self._split_above:
+            return self._pieces(_STR, encoded)
+        return text, len(encoded)
 
-    def _split_bytes(self, data: bytes) -> object:
-        return self._pieces(_BYTES, data) if len(data) > self._split_above else data
+    def _split_bytes(self, data: bytes) -> tuple[object, int]:
+        return self._pieces(_BYTES, data) if len(data) > self._split_above else (data, len(data))
 
-    def _pieces(self, kind: str, data: bytes) -> tuple[str, str, list[bytes]]:
+    def _pieces(self, kind: str, data: bytes) -> tuple[object, int]:
         step = self._leaf_bytes
-        return (
-            REFERENCE_TAG,
-            kind,
-            [self._store(kind, data[start : start + step]) for start in range(0, len(data), step)],
-        )
+        addresses = [
+            self._store(kind, (piece,), piece)
+            for piece in (data[start : start + step] for start in range(0, len(data), step))
+        ]
+        return (REFERENCE_TAG, kind, addresses), _ADDRESS_BYTES * len(addresses)
 
-    def _runs(self, kind: str, pickles: list[bytes]) -> tuple[str, str, list[bytes]]:
+    def _runs(self, kind: str, parts: Sequence[Any], framed: _Framed) -> tuple[object, int]:
+        """Cut a list's or dict's elements into leaves: closed ones greedily at ``leaf_bytes``,
+        then the open tail after each element whose digest's first byte is a multiple of
+        ``tail_modulus`` (the module's docstring)."""
+        ends = framed.ends
         addresses: list[bytes] = []
-        start = size = 0
-        for position, encoded in enumerate(pickles):
-            size += len(encoded)
-            if size >= self._leaf_bytes:
-                addresses.append(self._store(kind, _frame(pickles[start : position + 1])))
-                start, size = position + 1, 0
-        tail_start = start
-        for position in range(tail_start, len(pickles)):
-            if (
-                hashlib.sha256(pickles[position]).digest()[0] % self._tail_modulus == 0
-                or position == len(pickles) - 1
-            ):
-                addresses.append(self._store(kind, _frame(pickles[start : position + 1])))
+        start = 0
+        for position, end in enumerate(ends):
+            if end - (ends[start - 1] if start else 0) >= self._leaf_bytes:
+                addresses.append(
+                    self._store(kind, parts[start : position + 1], framed.body(start, position + 1))
+                )
                 start = position + 1
-        return (REFERENCE_TAG, kind, addresses)
+        last = len(ends) - 1
+        for position in range(start, len(ends)):
+            if (
+                position == last
+                or hashlib.sha256(framed.pickle_of(position)).digest()[0] % self._tail_modulus == 0
+            ):
+                addresses.append(
+                    self._store(kind, parts[start : position + 1], framed.body(start, position + 1))
+                )
+                start = position + 1
+        return (REFERENCE_TAG, kind, addresses), _ADDRESS_BYTES * len(addresses)
 
-    def _store(self, kind: str, body: bytes) -> bytes:
-        data = zlib.compress(kind.encode("ascii") + body, _COMPRESSION_LEVEL)
-        address = _address(self._context, data)
-        self._chunks.setdefault(address, Chunk(address, data))
+    def _store(self, kind: str, parts: Sequence[object], body: bytes | memoryview) -> bytes:
+        raw = _KIND_BYTES[kind] + body
+        known = self._seen.get(raw) or self._known.get(raw)
+        if known is None:
+            data = zlib.compress(raw, _COMPRESSION_LEVEL)
+            known = (_address(self._context, data), data)
+        self._seen[raw] = known
+        address, data = known
+        if address not in self._chunks:
+            self._chunks[address] = Chunk(address, data, tuple(parts))
         return address
-
-
-def _total(pickles: list[bytes]) -> int:
-    return sum(len(encoded) for encoded in pickles)
-
-
-def _frame(pickles: list[bytes]) -> bytes:
-    return b"".join(_U32.pack(len(encoded)) + encoded for encoded in pickles)
 
 
 def references(node: object) -> Iterator[bytes]:
@@ -332,22 +537,11 @@ class ChunkReader:
             MongoDBMappingError: The bytes do not match the address, do not decompress within
                 the budget, or do not hold a leaf this codec writes.
         """
-        if type(address) is not bytes or type(data) is not bytes:
-            raise MongoDBMappingError("A stored checkpoint chunk lacks its address or data.")
-        if not hmac.compare_digest(_address(self._context, data), address):
-            raise MongoDBMappingError(
-                "A stored checkpoint chunk does not match its address; it is corrupt, was modified, or "
-                "belongs to another run."
-            )
-        raw = self._decompress(data)
-        kind, body = raw[:1].decode("ascii", "replace"), raw[1:]
-        if kind not in _KINDS:
-            raise MongoDBMappingError("A stored checkpoint chunk is of an unknown kind.")
-        elements = tuple(_parse(body)) if kind in {_LIST, _DICT} else ()
+        leaf = _load_leaf(self._context, self._budget, address, data)
         if address not in self._leaves:
-            self.joined_bytes += len(body)
-        self._leaves[address] = _Leaf(kind, body, elements)
-        for element in elements:
+            self.joined_bytes += len(leaf.body)
+        self._leaves[cast("bytes", address)] = leaf
+        for element in leaf.elements:
             if element.may_reference:
                 self._referenced.update(references(element.tree))
 
@@ -371,40 +565,78 @@ class ChunkReader:
         """
         return _Joiner(self._leaves, self._budget).splice(root)
 
-    def _decompress(self, data: bytes) -> bytes:
-        inflater = zlib.decompressobj()
-        try:
-            raw = inflater.decompress(data, self._budget + 1)
-        except zlib.error as error:
-            raise MongoDBMappingError("A stored checkpoint chunk does not decompress.") from error
-        if len(raw) > self._budget or inflater.unconsumed_tail or not inflater.eof or inflater.unused_data:
-            raise MongoDBMappingError(
-                "A stored checkpoint chunk is larger than the checkpoint size limit, truncated, or followed "
-                "by other bytes."
-            )
-        if not raw:
-            raise MongoDBMappingError("A stored checkpoint chunk is empty.")
-        return raw
+
+def _load_leaf(context: bytes, budget: int, address: object, data: object) -> _Leaf:
+    """A stored leaf verified against its address, decompressed within ``budget`` and parsed:
+    the load path, shared by :meth:`ChunkReader.add` and :func:`prove_chunk`."""
+    if type(address) is not bytes or type(data) is not bytes:
+        raise MongoDBMappingError("A stored checkpoint chunk lacks its address or data.")
+    if not hmac.compare_digest(_address(context, data), address):
+        raise MongoDBMappingError(
+            "A stored checkpoint chunk does not match its address; it is corrupt, was modified, or "
+            "belongs to another run."
+        )
+    raw = _decompress(data, budget)
+    kind, body = raw[:1].decode("ascii", "replace"), raw[1:]
+    if kind not in _KINDS:
+        raise MongoDBMappingError("A stored checkpoint chunk is of an unknown kind.")
+    return _Leaf(kind, body, tuple(_parse(body)) if kind in {_LIST, _DICT} else ())
+
+
+def _decompress(data: bytes, budget: int) -> bytes:
+    inflater = zlib.decompressobj()
+    try:
+        raw = inflater.decompress(data, budget + 1)
+    except zlib.error as error:
+        raise MongoDBMappingError("A stored checkpoint chunk does not decompress.") from error
+    if len(raw) > budget or inflater.unconsumed_tail or not inflater.eof or inflater.unused_data:
+        raise MongoDBMappingError(
+            "A stored checkpoint chunk is larger than the checkpoint size limit, truncated, or followed "
+            "by other bytes."
+        )
+    if not raw:
+        raise MongoDBMappingError("A stored checkpoint chunk is empty.")
+    return raw
 
 
 def prove_chunk(context: bytes, chunk: Chunk, *, budget: int) -> None:
-    """Raise unless ``chunk``'s bytes pass the load path's verification and parsing.
+    """Raise unless ``chunk.data`` loads back, through the load path, to exactly ``chunk.parts``.
+
+    The save-time proof for a leaf the store does not hold yet: the same verification against
+    the address, decompression under ``budget`` and restricted unpickling as
+    :meth:`ChunkReader.add`, then a comparison with what the split placed in the leaf. It costs
+    one decompression and one unpickling of the leaf. A chunk read from the store has no parts,
+    so it never passes.
 
     Raises:
-        MongoDBMappingError: What :meth:`ChunkReader.add` raises for these bytes.
+        MongoDBSerializationError: The chunk would not load, or would load to other parts.
     """
-    ChunkReader(context, budget=budget).add(chunk.address, chunk.data)
+    try:
+        leaf = _load_leaf(context, budget, chunk.address, chunk.data)
+    except MongoDBMappingError as error:
+        raise MongoDBSerializationError(
+            f"A checkpoint chunk would not load again, so it was not stored: {error}"
+        ) from error
+    loaded = (leaf.body,) if leaf.kind in {_STR, _BYTES} else tuple(element.tree for element in leaf.elements)
+    # ==, as the codec's own round-trip proof: the loader keeps every scalar's exact type, and the
+    # walk admits no NaN, so equal is the same tree.
+    if loaded != chunk.parts:
+        raise MongoDBSerializationError(
+            "A checkpoint chunk would not load again, so it was not stored: its bytes load to other content."
+        )
 
 
 def _parse(body: bytes) -> Iterator[_Element]:
-    position, end = 0, len(body)
-    while position < end:
-        if end - position < _U32.size:
-            raise MongoDBMappingError("A stored checkpoint chunk's entries are truncated.")
-        (length,) = _U32.unpack_from(body, position)
-        position += _U32.size
-        if length == 0 or position + length > end:
-            raise MongoDBMappingError("A stored checkpoint chunk's entries are truncated.")
+    """The elements of a list or dict leaf: a count, each pickle's length, then the pickles."""
+    count = _U32.unpack_from(body)[0] if len(body) >= _U32.size else 0
+    table_end = _U32.size * (count + 1)
+    lengths = (
+        struct.unpack_from(f">{count}I", body, _U32.size) if count > 0 and table_end <= len(body) else ()
+    )
+    if not lengths or 0 in lengths or table_end + sum(lengths) != len(body):
+        raise MongoDBMappingError("A stored checkpoint chunk's entries are truncated or malformed.")
+    position = table_end
+    for length in lengths:
         encoded = body[position : position + length]
         yield _Element(load_tree(encoded), _REFERENCE_MARK in encoded)
         position += length
