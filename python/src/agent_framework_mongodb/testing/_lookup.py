@@ -219,7 +219,7 @@ class EqualityLookup:
         if not conditions:
             return None
         maps = self._current(specs)
-        best: tuple[int, list[Any], int] | None = None  # (estimate, prefix nodes, levels below)
+        eligible: list[tuple[list[Any], int]] = []  # (prefix nodes, levels below)
         for spec in specs:
             if not _repeats(spec.get("partialFilterExpression"), filter_):
                 continue
@@ -232,12 +232,16 @@ class EqualityLookup:
                 for c in itertools.product(*fixed)
                 if (node := _descend(maps[spec["name"]], c)) is not None
             ]
-            # How many keys the prefix leads to: the documents themselves once every field is
-            # fixed, else distinct next values (each holds one document or more), so the _id
-            # lookup of a filter that also names its run wins over the run's prefix.
-            estimate = sum(len(node) for node in nodes)
+            eligible.append((nodes, len(fields) - len(fixed)))
+        # The documents under each prefix, counted exactly but only up to the best so far, fully
+        # fixed indexes first: counting the distinct next values instead chose a run's prefix
+        # whose next field holds one value for all its documents over an _id lookup of a few.
+        best: tuple[int, list[Any], int] | None = None
+        for nodes, levels in sorted(eligible, key=lambda item: item[1]):
+            bound = None if best is None else best[0]
+            estimate = _count(nodes, levels, bound)
             if best is None or estimate < best[0]:
-                best = (estimate, nodes, len(fields) - len(fixed))
+                best = (estimate, nodes, levels)
         if best is None:
             return None
         found: set[Hashable] = set()
@@ -394,6 +398,21 @@ def _descend(trie: Trie, combination: tuple[Hashable, ...]) -> Any:
         if node is None:
             return None
     return node
+
+
+def _count(nodes: list[Any], levels: int, bound: int | None) -> int:
+    """How many store keys lie under ``nodes``, ``levels`` below; stops once above ``bound``."""
+    total = 0
+    stack = [(node, levels) for node in nodes]
+    while stack:
+        node, below = stack.pop()
+        if below == 0:
+            total += len(node)
+            if bound is not None and total > bound:
+                return total
+        else:
+            stack.extend((child, below - 1) for child in node.values())
+    return total
 
 
 def _gather(node: Any, levels: int, found: set[Hashable]) -> None:

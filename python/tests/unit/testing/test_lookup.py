@@ -192,6 +192,27 @@ async def test_equality_on_an_index_prefix_matches_only_its_candidates(
     assert await coll.count_documents({}) == 950
 
 
+async def test_an_id_lookup_beats_a_prefix_whose_next_field_has_one_value(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A run's chunks share their touch time: a count of distinct next values (1) chose the run's
+    # prefix, and every chunk of the run was matched against a long $in.
+    coll = InMemoryMongoClient()["db"]["coll"]
+    await coll.create_index([("run", ASCENDING), ("touched", ASCENDING)])
+    await coll.insert_many([{"_id": bytes([n]), "run": "r", "touched": 1} for n in range(200)])
+    evaluated: list[object] = []
+    real = real_matches
+
+    def counting(filter_: Any, document: Any) -> bool:
+        evaluated.append(document)
+        return real(filter_, document)
+
+    monkeypatch.setattr(collection_base, "matches", counting)
+    found = await coll.find({"_id": {"$in": [bytes([3]), bytes([9])]}, "run": "r"}).to_list()
+    assert sorted(d["_id"] for d in found) == [bytes([3]), bytes([9])]
+    assert len(evaluated) == 2
+
+
 async def test_values_mongomock_equates_are_found_and_doubts_fall_back_to_the_scan() -> None:
     coll = InMemoryMongoClient()["db"]["coll"]
     await coll.create_index([("k", ASCENDING), ("s", ASCENDING)])
