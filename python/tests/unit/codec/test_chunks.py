@@ -213,11 +213,9 @@ def _forged(kind: bytes, body: bytes) -> Chunk:
     return Chunk(_address_for(data), data)
 
 
-def _body(*pickles: bytes) -> bytes:
-    """A list or dict leaf's body: the count, each pickle's length, the pickles."""
-    return b"".join(
-        [len(pickles).to_bytes(4, "big"), *(len(p).to_bytes(4, "big") for p in pickles), *pickles]
-    )
+def _body(*elements: object, protocol: int = 5) -> bytes:
+    """A list or dict leaf's body: one pickle of the list of its elements."""
+    return pickle.dumps(list(elements), protocol=protocol)
 
 
 def _address_for(data: bytes) -> bytes:
@@ -245,9 +243,10 @@ class _Evil:
         (_forged(b"l", b"\x00\x00\x00\x09" + pickle.dumps([1])), "truncated"),
         (_forged(b"l", b"\x00\x00\x00\x00"), "truncated"),
         (_forged(b"l", b"\x00\x00"), "truncated"),
-        (_forged(b"l", _body(pickle.dumps([1]))[:-1]), "truncated"),
-        (_forged(b"l", _body(pickle.dumps([1])) + b"."), "truncated"),
-        (_forged(b"l", _body(pickle.dumps([1]), b"")), "truncated"),
+        (_forged(b"l", _body([1])[:-1]), "truncated"),
+        (_forged(b"l", _body([1]) + b"."), "bytes follow the end"),
+        (_forged(b"l", _body()), "truncated or malformed"),
+        (_forged(b"l", pickle.dumps({"not": "a list"})), "truncated or malformed"),
         (_forged(b"x", b"anything"), "unknown kind"),
         (_forged(b"", b""), "empty"),
     ],
@@ -258,8 +257,7 @@ def test_a_malformed_leaf_is_refused(chunk: Chunk, reason: str) -> None:
 
 
 def test_a_leaf_with_a_global_never_runs_code(capsys: pytest.CaptureFixture[str]) -> None:
-    payload = pickle.dumps(_Evil())
-    chunk = _forged(b"l", _body(payload))
+    chunk = _forged(b"l", pickle.dumps([_Evil()]))
 
     with pytest.raises(MongoDBMappingError):
         _reading(chunk)
@@ -275,8 +273,7 @@ def test_a_reference_of_another_kind_is_refused() -> None:
 
 
 def test_repeated_dict_entries_are_refused() -> None:
-    entry = pickle.dumps(["same", 1])
-    body = _body(entry, entry)
+    body = _body(["same", 1], ["same", 1])
 
     with pytest.raises(MongoDBMappingError, match="repeated key"):
         _reading(_forged(b"d", body), "d")
@@ -328,8 +325,7 @@ def test_references_nested_too_deeply_are_refused() -> None:
     chunks = []
     inner: Any = [1]
     for _ in range(10):
-        encoded = pickle.dumps([inner])
-        chunk = _forged(b"l", _body(encoded))
+        chunk = _forged(b"l", _body([inner]))
         chunks.append(chunk)
         inner = (REFERENCE_TAG, "l", [chunk.address])
     for chunk in reversed(chunks[-8:]):
@@ -348,8 +344,7 @@ def test_the_reference_mark_is_how_pickle_writes_the_tag() -> None:
 def test_a_reference_spelled_another_way_stays_unresolved_and_is_refused() -> None:
     target = _forged(b"b", b"content")
     # Protocol 3 writes text as BINUNICODE (4-byte length), never SHORT_BINUNICODE: no mark.
-    element = pickle.dumps([(REFERENCE_TAG, "b", [target.address])], protocol=3)
-    holder = _forged(b"l", _body(element))
+    holder = _forged(b"l", _body([(REFERENCE_TAG, "b", [target.address])], protocol=3))
     reader = ChunkReader(CONTEXT, budget=BUDGET)
     root = {"items": (REFERENCE_TAG, "l", [holder.address])}
     reader.add(holder.address, holder.data)
@@ -491,7 +486,7 @@ def _altered(chunk: Chunk, how: str) -> Chunk:
     if how == "truncated":
         return Chunk(chunk.address, chunk.data[:-3], chunk.parts)
     if how == "readdressed":  # consistent with its address, but not what the split placed
-        forged = _forged(b"l", _body(pickle.dumps(["another element"], protocol=5)))
+        forged = _forged(b"l", _body(["another element"]))
         return Chunk(forged.address, forged.data, chunk.parts)
     if how == "other parts":
         return Chunk(chunk.address, chunk.data, (*chunk.parts[:-1], "something else"))
@@ -530,8 +525,7 @@ def test_a_leaf_of_another_context_or_over_the_budget_does_not_prove(split: Spli
 
 
 def test_a_leaf_the_restricted_loader_refuses_does_not_prove() -> None:
-    payload = pickle.dumps(_Evil())
-    chunk = _forged(b"l", _body(payload))
+    chunk = _forged(b"l", pickle.dumps([_Evil()]))
 
     with pytest.raises(MongoDBSerializationError, match="would not load again"):
         prove_chunk(CONTEXT, Chunk(chunk.address, chunk.data, (_Evil(),)), budget=BUDGET)
