@@ -22,7 +22,26 @@ _OID = ObjectId("5f0000000000000000000001")
 _WHEN = datetime(2025, 1, 2, 3, 4, 5)
 _BINARY_4 = Binary(b"x", 4)
 _SCALARS = st.sampled_from(
-    [0, 1, 2, 1.0, 2.5, True, False, "x", "y", "1", None, _OID, str(_OID), _WHEN, math.nan, b"x", b"", _BINARY_4]
+    [
+        0,
+        1,
+        2,
+        1.0,
+        2.5,
+        True,
+        False,
+        "x",
+        "y",
+        "1",
+        None,
+        _OID,
+        str(_OID),
+        _WHEN,
+        math.nan,
+        b"x",
+        b"",
+        _BINARY_4,
+    ]
 )
 _VALUES = st.one_of(
     _SCALARS,
