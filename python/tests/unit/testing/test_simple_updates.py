@@ -95,7 +95,8 @@ _FILTERS = st.dictionaries(st.one_of(_FIELDS, st.just("_id"), st.just("a.b")), _
 def _slow(
     pre: dict[str, Any] | None, update: dict[str, Any], filter_: dict[str, Any]
 ) -> dict[str, Any] | str:
-    # A fresh scratch each time: some failing updates leave a document behind in it (reported).
+    # A fresh scratch each time: a failed update that moved ``_id`` to a document (``$set`` of ``_id``
+    # beside a failing ``$min``) leaves mongomock_ng's scratch raising KeyError for every later update.
     scratch: Any = mongomock_ng.MongoClient()["scratch"]["post_image"]
     try:
         return compute_post_image(scratch, pre, update, filter_, now=_NOW)
