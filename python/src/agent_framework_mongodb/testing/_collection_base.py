@@ -25,6 +25,7 @@ from ._indexes import matches
 from ._keywords import check_keywords
 from ._options import ReadPreferenceMode, SettingsCarrier
 from ._scheduling import pass_turns
+from ._simple_updates import simple_post_image
 from ._sorting import answerable, holds, sort_documents
 from ._updates import compute_post_image, validate_update
 from ._upsert_race import server_retries
@@ -336,7 +337,11 @@ class CollectionBase(SettingsCarrier):
         """Apply ``update`` to ``pre`` (None: insert the upsert's new document), check the result as
         the server does and store it: (post-image, whether the stored document changed)."""
         client = self._database.client
-        post = compute_post_image(client.scratch, pre, wire(update), server_filter, now=client.server_now())
+        sent = wire(update)
+        # The storage's chunk touches skip mongomock_ng (``_simple_updates``): same post-image.
+        post = simple_post_image(pre, sent, server_filter)
+        if post is None:
+            post = compute_post_image(client.scratch, pre, sent, server_filter, now=client.server_now())
         if bson_size(post) > MAX_BSON_SIZE:
             # UpsertStage and UpdateStage refuse the new document with their own codes
             # (src/mongo/db/exec/upsert_stage.cpp, update_stage.cpp; jstests/core/max_doc_size.js).
