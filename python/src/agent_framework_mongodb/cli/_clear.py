@@ -1,4 +1,4 @@
-"""``clear RUN``: delete one run's checkpoints and its counter."""
+"""``clear RUN``: delete one run's checkpoints, its chunks and its counter."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ __all__ = ["clear"]
 @click.argument("session")
 @click.pass_obj
 def clear(connection: Connection, tenant: str, application: str | None, workflow: str, session: str) -> None:
-    """Delete every checkpoint of the run SESSION, then its counter (quiesce its writers first)."""
+    """Delete every checkpoint of the run SESSION, then its chunks and counter (quiesce its writers first)."""
 
     async def clear_one() -> MongoDBCheckpointClearResult:
         async with connection.storage(
@@ -29,5 +29,5 @@ def clear(connection: Connection, tenant: str, application: str | None, workflow
     result = run(clear_one())
     click.echo(
         f"Cleared {workflow}/{session}: {result.checkpoints_deleted} checkpoint(s), "
-        f"{result.counter_deleted} counter(s) deleted."
+        f"{result.chunks_deleted} chunk(s), {result.counter_deleted} counter(s) deleted."
     )

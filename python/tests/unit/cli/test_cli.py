@@ -217,7 +217,7 @@ def test_clear_deletes_only_that_run(engine: Engine) -> None:
 
     result = engine.invoke("clear", *scope, "--workflow", WORKFLOW, SESSION)
     assert result.exit_code == 0, result.output
-    assert "3 checkpoint(s), 1 counter(s)" in result.stdout
+    assert "3 checkpoint(s), 0 chunk(s), 1 counter(s)" in result.stdout
     remaining = json.loads(engine.invoke("runs", *scope, "--json").stdout)
     assert [run["session_id"] for run in remaining] == ["session-002"]
 
