@@ -36,8 +36,8 @@ What it measures, for each run length, in one process:
   newest (median of repeated loads, interleaved with the file storage's), and whether it loads equal
   (the codec's identity hash of the loaded checkpoint is the saved one's);
 * a **40 MiB checkpoint** (a list of message-like records of random hex text): whether it saves and
-  loads equal; today the storage refuses it (``MongoDBSerializationError``), which is reported as
-  "refused", not as a failure of the benchmark.
+  loads equal; a storage that refuses it (``MongoDBSerializationError``, as the whole-checkpoint
+  storage did at MongoDB's 16 MiB) is reported as "refused", not as a failure of the benchmark.
 
 The targets are issue 13's; each is printed with the measured value and held or missed.
 """
@@ -639,7 +639,7 @@ async def long_run_section(settings: LongRunSettings) -> str:
     seconds = time.perf_counter() - started
     return f"""## Long runs (issue 13)
 
-Today's whole-checkpoint storage ({mode} settings, {seconds:.0f} s). An agent conversation
+The storage with chunked checkpoints (ADR 0018; {mode} settings, {seconds:.0f} s). An agent conversation
 checkpointed every superstep: two messages per superstep, the history held as
 `AgentExecutor.on_checkpoint_save` holds it (`full_conversation` and `agent_session`), saved through
 `MongoDBCheckpointStorage` over the in-process engine, whose clock moves
@@ -676,8 +676,8 @@ def main(argv: list[str] | None = None) -> int:
     report = f"""# Long-run benchmark
 
 Command: `cd python && uv run python -m benchmarks.long_runs{" --quick" if settings.quick else ""}`
-({time.perf_counter() - started:.0f} s in all). Today's whole-checkpoint storage: the baseline
-before a chunked payload format (issue 13, docs/adr/0018-chunked-payloads.md).
+({time.perf_counter() - started:.0f} s in all). The storage with chunked checkpoints (issue 13,
+docs/adr/0018-chunked-payloads.md); the whole-checkpoint baseline is in specs/performance.md.
 
 {facts}
 
