@@ -20,7 +20,7 @@ from agent_framework_mongodb.testing._indexes import matches as real_matches
 
 _OID = ObjectId("5f0000000000000000000001")
 _WHEN = datetime(2025, 1, 2, 3, 4, 5)
-_BINARY_4 = Binary(b"x", 4)
+_BINARY_4 = Binary(b"x" * 16, 4)
 _BINARIES = (b"x", b"", _BINARY_4)
 _SCALARS = st.sampled_from(
     [0, 1, 2, 1.0, 2.5, True, False, "x", "y", "1", None, _OID, str(_OID), _WHEN, math.nan, *_BINARIES]

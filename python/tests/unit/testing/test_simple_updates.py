@@ -48,7 +48,7 @@ _SCALARS = st.sampled_from(
         b"x",
         b"",
         _OID,
-        Binary(b"x", 4),
+        Binary(b"x" * 16, 4),
         _EARLY,
         _NOW,
         _LATE,
