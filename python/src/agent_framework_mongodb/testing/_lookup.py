@@ -401,17 +401,25 @@ def _descend(trie: Trie, combination: tuple[Hashable, ...]) -> Any:
 
 
 def _count(nodes: list[Any], levels: int, bound: int | None) -> int:
-    """How many store keys lie under ``nodes``, ``levels`` below; stops once above ``bound``."""
+    """How many store keys lie under ``nodes``, ``levels`` below; stops once above ``bound``, so
+    a prefix over a whole run costs about ``bound`` steps, not one per document (a save into a run
+    of 50,000 checkpoints would otherwise visit every one of them)."""
     total = 0
-    stack = [(node, levels) for node in nodes]
-    while stack:
-        node, below = stack.pop()
-        if below == 0:
-            total += len(node)
-            if bound is not None and total > bound:
-                return total
-        else:
-            stack.extend((child, below - 1) for child in node.values())
+    for node in nodes:
+        total += _count_below(node, levels, None if bound is None else bound - total)
+        if bound is not None and total > bound:
+            break
+    return total
+
+
+def _count_below(node: Any, levels: int, bound: int | None) -> int:
+    if levels == 0:
+        return len(node)
+    total = 0
+    for child in node.values():
+        total += _count_below(child, levels - 1, None if bound is None else bound - total)
+        if bound is not None and total > bound:
+            break
     return total
 
 

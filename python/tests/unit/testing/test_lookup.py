@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from pymongo import ASCENDING, DESCENDING, IndexModel
 
 import agent_framework_mongodb.testing._collection_base as collection_base
+import agent_framework_mongodb.testing._lookup as lookup_module
 from agent_framework_mongodb.testing import InMemoryCollection, InMemoryMongoClient
 from agent_framework_mongodb.testing._indexes import matches as real_matches
 
@@ -211,6 +212,24 @@ async def test_an_id_lookup_beats_a_prefix_whose_next_field_has_one_value(
     found = await coll.find({"_id": {"$in": [bytes([3]), bytes([9])]}, "run": "r"}).to_list()
     assert sorted(d["_id"] for d in found) == [bytes([3]), bytes([9])]
     assert len(evaluated) == 2
+
+
+async def test_choosing_the_index_does_not_visit_a_large_prefix(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Counting a run's prefix to the end on every save made a save into a run of 50,000
+    # checkpoints 7x one into 500 (the engine-scale benchmark); the count stops above the best.
+    coll = InMemoryMongoClient()["db"]["coll"]
+    await coll.create_index([("run", ASCENDING), ("seq", ASCENDING)])
+    await coll.insert_many([{"_id": n, "run": "r", "seq": n} for n in range(3000)])
+    visits: list[int] = []
+    real = lookup_module._count_below
+
+    def counted(node: Any, levels: int, bound: int | None) -> int:
+        visits.append(levels)
+        return real(node, levels, bound)
+
+    monkeypatch.setattr(lookup_module, "_count_below", counted)
+    assert await coll.find_one({"_id": 17, "run": "r"}) == {"_id": 17, "run": "r", "seq": 17}
+    assert len(visits) < 10
 
 
 async def test_values_mongomock_equates_are_found_and_doubts_fall_back_to_the_scan() -> None:
