@@ -488,11 +488,18 @@ class Chunker:
 
 
 def references(node: object) -> Iterator[bytes]:
-    """Every address a tree (a root or an element) references, depth first, repeats included."""
+    """Every address a tree (a root or an element) references, depth first, repeats included.
+
+    Raises:
+        MongoDBMappingError: A reference record is malformed, or a container is reached twice.
+    """
     stack: list[object] = [node]
+    seen: dict[int, object] = {}
     while stack:
         current = stack.pop()
         cls = type(current)
+        if cls in _CONTAINERS:
+            _visit(seen, current)
         if cls is tuple:
             items = cast("tuple[Any, ...]", current)
             if items and items[0] == REFERENCE_TAG:
@@ -503,6 +510,17 @@ def references(node: object) -> Iterator[bytes]:
             stack.extend(reversed(cast("list[Any]", current)))
         elif cls is dict:
             stack.extend(reversed(list(cast("dict[str, Any]", current).values())))
+
+
+def _visit(seen: dict[int, object], container: object) -> None:
+    # A stored tree whose pickle shares a container (memo) or holds itself would make a walk of
+    # it exponential or endless; no save writes one (the rebuild refuses a container seen twice).
+    # ``seen`` holds the containers, not only their ids: a reference record the join replaced
+    # would be freed, and its id reused by a new container.
+    marker = id(container)
+    if marker in seen:
+        raise MongoDBMappingError("Checkpoint payload holds a container more than once.")
+    seen[marker] = container
 
 
 def _reference_addresses(record: tuple[Any, ...]) -> list[bytes]:
@@ -590,9 +608,16 @@ class ChunkReader:
 
         Raises:
             MongoDBMappingError: A referenced leaf is missing or of another kind, an entry or
-                piece is malformed, or the joined content exceeds the budget.
+                piece is malformed, the joined content exceeds the budget, or the tree nests
+                too deeply to splice.
         """
-        return _Joiner(self._leaves, self._budget).splice(root)
+        # The splice recurses through the root's and the elements' containers; a stored tree
+        # deeper than the interpreter's stack (the rebuild would refuse it past MAX_NESTING
+        # anyway) must end as the rebuild's does, not as a RecursionError.
+        try:
+            return _Joiner(self._leaves, self._budget).splice(root)
+        except RecursionError:
+            raise MongoDBMappingError("A stored checkpoint's chunked tree is nested too deeply.") from None
 
 
 def _load_leaf(context: bytes, budget: int, address: object, data: object) -> _Leaf:
@@ -668,17 +693,20 @@ def _parse(body: bytes) -> Iterator[_Element]:
 class _Joiner:
     """One join: splices leaves into the root, charging every reference to the budget."""
 
-    __slots__ = ("_leaves", "_remaining", "_used")
+    __slots__ = ("_leaves", "_remaining", "_seen", "_used")
 
     def __init__(self, leaves: Mapping[bytes, _Leaf], budget: int) -> None:
         self._leaves = leaves
         self._remaining = budget
         self._used: set[bytes] = set()
+        self._seen: dict[int, object] = {}
 
     def splice(self, node: object) -> object:
         """``node`` with its references resolved: containers are updated in place (tuples,
         being immutable, are rebuilt), and a reference record is replaced by its content."""
         cls = type(node)
+        if cls in _CONTAINERS:
+            _visit(self._seen, node)
         if cls is tuple:
             items = cast("tuple[Any, ...]", node)
             if items and items[0] == REFERENCE_TAG:
