@@ -113,7 +113,18 @@ def pk(value: object) -> bytes:
 
 
 def frame(pickles: Sequence[bytes]) -> bytes:
-    return b"".join(U32.pack(len(encoded)) + encoded for encoded in pickles)
+    """A list or dict leaf's body: one pickle of the list of these elements, each element's opcodes
+    spliced as written between MARK and APPENDS (its PROTO and one leading FRAME dropped, and its
+    final STOP), so a hostile element reaches the unpickler exactly as crafted."""
+    return b"".join([b"\x80\x05](", *(_opcodes(encoded) for encoded in pickles), b"e."])
+
+
+def _opcodes(encoded: bytes) -> bytes:
+    if encoded[:1] == b"\x80":
+        encoded = encoded[2:]
+    if encoded[:1] == b"\x95":  # FRAME and its 8-byte length
+        encoded = encoded[9:]
+    return encoded[:-1] if encoded.endswith(b".") else encoded
 
 
 def ref(kind: str, addresses: list[bytes]) -> tuple[str, str, list[bytes]]:
@@ -337,6 +348,14 @@ def _element(payload: bytes, *, kind: str = "l", wrap: bool = False) -> Callable
         good = pk({"role": "user", "text": "fine"})
         address = forge.elements([good, element, good], kind)
         forge.state({"x": ref(kind, [address])})
+
+    return build
+
+
+def _whole_leaf(body: bytes) -> Callable[[Forge], None]:
+    def build(forge: Forge) -> None:
+        address = forge.leaf("l", body)
+        forge.state({"x": ref("l", [address])})
 
     return build
 
@@ -778,7 +797,9 @@ def _leaves() -> list[ChunkEntry]:
         ChunkEntry("leaf-kind-only", _raw_leaf(b"l", b""), expect="either", state={"x": []}),
         ChunkEntry("frame-length-zero", _raw_leaf(b"l", U32.pack(0)), match="truncated"),
         ChunkEntry("frame-length-beyond", _raw_leaf(b"l", U32.pack(99) + pk(1)), match="truncated"),
-        ChunkEntry("frame-trailing-bytes", _raw_leaf(b"l", frame([pk(1)]) + b"\x00\x00"), match="truncated"),
+        ChunkEntry(
+            "frame-trailing-bytes", _raw_leaf(b"l", frame([pk(1)]) + b"\x00\x00"), match="bytes follow"
+        ),
         ChunkEntry("frame-huge-length", _raw_leaf(b"l", U32.pack(2**32 - 1) + pk(1)), match="truncated"),
         ChunkEntry("element-not-a-pickle", _raw_leaf(b"l", frame([b"not a pickle"]))),
         ChunkEntry("element-bytes-after-stop", _raw_leaf(b"l", frame([pk(1) + b"\x00"]))),

@@ -575,3 +575,32 @@ def test_a_tree_of_many_small_dicts_is_pickled_in_c_not_walked_node_by_node(
     assert join(split) == tree
     assert 8 <= len(sizes) < 200
     assert sum(sizes) < 3 * len(pickle.dumps(tree, protocol=5))
+
+
+@pytest.mark.parametrize(
+    "tree",
+    [
+        {"items": [7] * 50_000},
+        {"shared": ["x" * 40_000] * 6},
+        {"nested": [{"text": "y" * 20_000, "n": n} for n in range(8)], "tail": list(range(9_000))},
+    ],
+    ids=["repeated-ints", "one-string-six-times", "nested-pieces"],
+)
+def test_join_cost_is_what_the_join_charges(tree: dict[str, Any]) -> None:
+    from agent_framework_mongodb.checkpoints.codec.chunks import join_cost
+
+    split = Chunker(CONTEXT).split(tree)
+    assert split.chunks
+    root = pickle.loads(pickle.dumps(split.root, protocol=5))
+    cost = join_cost(split.root, split.chunks)
+    for budget, joins in ((cost, True), (cost - 1, False)):
+        reader = ChunkReader(CONTEXT, budget=budget)
+        while wanted := reader.wanted(root):
+            for chunk in split.chunks:
+                if chunk.address in wanted:
+                    reader.add(chunk.address, chunk.data)
+        if joins:
+            assert reader.join(pickle.loads(pickle.dumps(split.root, protocol=5))) == tree
+        else:
+            with pytest.raises(MongoDBMappingError, match="size limit"):
+                reader.join(pickle.loads(pickle.dumps(split.root, protocol=5)))

@@ -29,7 +29,16 @@ from agent_framework import WorkflowCheckpoint, WorkflowCheckpointException
 
 from ...errors import MongoDBConfigurationError, MongoDBMappingError, MongoDBSerializationError
 from .checkpoint_fields import SUPPORTED_PAYLOAD_VERSIONS, shape_problem
-from .chunks import CHUNK_FORMAT, DEFAULT_SPLIT_ABOVE, Chunk, Chunker, ChunkReader, prove_chunk, references
+from .chunks import (
+    CHUNK_FORMAT,
+    DEFAULT_SPLIT_ABOVE,
+    Chunk,
+    Chunker,
+    ChunkReader,
+    join_cost,
+    prove_chunk,
+    references,
+)
 from .rebuild import load_tree, rebuild_tree
 from .rules import TypeRefusal, TypeResolver, type_key
 from .walk import CANONICAL_HASH_VERSION, CANONICAL_HEADER, walk_value
@@ -275,6 +284,13 @@ def _chunked(
     root: object, chunks: tuple[Chunk, ...], payload_hash: str, logical_bytes: int, chunking: ChunkSettings
 ) -> EncodedCheckpoint:
     """The chunked encoding, once its root and every leaf not yet proven load back as split."""
+    joined = join_cost(root, chunks)
+    if joined > chunking.max_checkpoint_bytes:
+        raise MongoDBSerializationError(
+            f"The checkpoint would join to {joined:,} bytes of chunks on load, more than this storage's "
+            f"max_checkpoint_bytes ({chunking.max_checkpoint_bytes:,}), so it was not stored; it repeats "
+            "large values, which each place counts in full."
+        )
     payload = _pickled(root)
     try:
         same = load_tree(payload) == root

@@ -76,6 +76,7 @@ __all__ = [
     "ChunkReader",
     "Chunker",
     "SplitTree",
+    "join_cost",
     "prove_chunk",
     "references",
 ]
@@ -134,6 +135,10 @@ class Chunk:
     address: bytes
     data: bytes
     parts: tuple[object, ...] = dataclasses.field(default=(), compare=False, repr=False)
+    body_bytes: int = dataclasses.field(default=0, compare=False, repr=False)
+    """The leaf's decompressed body: what a join charges to its budget for each reference."""
+    nests: bool = dataclasses.field(default=False, compare=False, repr=False)
+    """Whether ``parts`` hold references to further leaves."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -298,9 +303,10 @@ class Chunker:
         self._leaf_bytes = leaf_bytes
         self._tail_modulus = tail_modulus
         self._chunks: dict[bytes, Chunk] = {}
-        # Uncompressed leaf (kind + body) -> (address, data), of the last split and of this one.
-        self._known: dict[bytes, tuple[bytes, bytes]] = {}
-        self._seen: dict[bytes, tuple[bytes, bytes]] = {}
+        # Uncompressed leaf (kind + body) -> (address, data, body bytes), of the last split and of
+        # this one.
+        self._known: dict[bytes, tuple[bytes, bytes, int]] = {}
+        self._seen: dict[bytes, tuple[bytes, bytes, int]] = {}
         self._descents = _DESCENTS
 
     def split(self, tree: object) -> SplitTree:
@@ -479,11 +485,12 @@ class Chunker:
         if known is None:
             stored = raw if kind in {_STR, _BYTES} else _KIND_BYTES[kind] + _leaf_pickle(parts)
             data = zlib.compress(stored, _COMPRESSION_LEVEL)
-            known = (_address(self._context, data), data)
+            known = (_address(self._context, data), data, len(stored) - 1)
         self._seen[raw] = known
-        address, data = known
+        address, data, body_bytes = known
         if address not in self._chunks:
-            self._chunks[address] = Chunk(address, data, tuple(parts))
+            nests = kind in {_LIST, _DICT} and _REFERENCE_MARK in raw
+            self._chunks[address] = Chunk(address, data, tuple(parts), body_bytes, nests)
         return address
 
 
@@ -651,6 +658,28 @@ def _decompress(data: bytes, budget: int) -> bytes:
     if not raw:
         raise MongoDBMappingError("A stored checkpoint chunk is empty.")
     return raw
+
+
+def join_cost(root: object, chunks: Sequence[Chunk]) -> int:
+    """What joining ``root`` with ``chunks`` charges to a :class:`ChunkReader`'s budget: each
+    reference, however often it is named and however deep, its leaf's body and
+    ``_REFERENCE_COST``. A save refuses a checkpoint whose join would exceed the budget its load
+    will have, so every stored checkpoint loads again (a tree sharing one large string in many
+    places pickles small, and joins large)."""
+    by_address = {chunk.address: chunk for chunk in chunks}
+    costs: dict[bytes, int] = {}
+
+    def cost(address: bytes) -> int:
+        known = costs.get(address)
+        if known is None:
+            chunk = by_address[address]
+            known = chunk.body_bytes + _REFERENCE_COST
+            if chunk.nests:
+                known += sum(cost(child) for part in chunk.parts for child in references(part))
+            costs[address] = known
+        return known
+
+    return sum(cost(address) for address in references(root))
 
 
 def prove_chunk(context: bytes, chunk: Chunk, *, budget: int) -> None:
