@@ -653,7 +653,9 @@ def _references() -> list[ChunkEntry]:
         ChunkEntry("chain-9-levels-hinted", _chain(9), expect="either", state={"x": _nested_value(10)}),
         ChunkEntry("chain-9-levels-unhinted", _chain(9, hint=False), match="missing"),
         ChunkEntry("chain-150-levels-hinted", _chain(150), match="nested more than 100"),
-        ChunkEntry("chain-400-levels-hinted", _chain(400), match="nested too deeply"),
+        # Where the join's recursion runs out depends on the interpreter (3.12+ grew the stack it
+        # allows): either the join refuses it as too deep, or the rebuild does, past 100 levels.
+        ChunkEntry("chain-400-levels-hinted", _chain(400), match="nested"),
         ChunkEntry("root-5000-lists-deep-no-reference", _deep_root(5000), match="nested too deeply"),
         ChunkEntry(
             "root-holds-itself",
