@@ -44,6 +44,7 @@ from typing import Any, Final
 import agent_framework._workflows._checkpoint_encoding  # noqa: F401 - imported lazily by the codec (BUG-2)
 import pytest
 from agent_framework import WorkflowCheckpoint
+from bson.errors import InvalidBSON
 from hypothesis import HealthCheck, event, given, settings
 
 from agent_framework_mongodb import MongoDBCheckpointStorage
@@ -144,7 +145,12 @@ async def _reads(
     base = await chunks.load_base(collection, opts, with_chunks=with_chunks)
     forge = Forge(base)
     build(forge)
-    await chunks.apply_plant(collection, base, forge.plant)
+    try:
+        await chunks.apply_plant(collection, base, forge.plant)
+    except InvalidBSON:
+        # bson before pymongo 4.14 refuses to decode a subtype-4 binary that is not 16 bytes, so
+        # such a document cannot be planted (nor, with that driver, read back from a server).
+        pytest.skip("this bson release cannot decode the planted document")
     storage = MongoDBCheckpointStorage(collection, options=opts)
     outcomes: dict[str, Outcome] = {}
     recorder = UnpickleRecorder()
