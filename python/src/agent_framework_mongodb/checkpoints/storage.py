@@ -730,14 +730,14 @@ class MongoDBCheckpointStorage(CheckpointStorage):
         """Every leaf the chunked ``roots`` name, directly or through the nested hints."""
         wanted: set[bytes] = set()
         for index, root in roots.items():
-            wanted.update(references(root), stored[index].nested)
+            wanted.update(_named_chunks(stored[index], root))
         return await fetch_chunks(self._collection, self._scope, wanted)
 
     def _reader(self, stored: StoredPayload, root: object, leaves: Mapping[bytes, object]) -> ChunkReader:
         """A reader holding the fetched leaves of one checkpoint; an absent one stays absent, so
         the join reports it missing."""
         reader = ChunkReader(self._chunk_context, budget=self._options.max_checkpoint_bytes)
-        wanted = set(references(root)) | set(stored.nested)
+        wanted = _named_chunks(stored, root)
         while wanted:
             for address in wanted:
                 if address in leaves:
@@ -746,8 +746,7 @@ class MongoDBCheckpointStorage(CheckpointStorage):
         return reader
 
     def _chunk_addresses(self, stored: StoredPayload) -> set[bytes]:
-        root = self._codec.open_chunked(stored.payload, checksum=stored.checksum)
-        return set(references(root)) | set(stored.nested)
+        return _named_chunks(stored, self._codec.open_chunked(stored.payload, checksum=stored.checksum))
 
     async def _find_one(
         self,
@@ -829,6 +828,11 @@ class _ClientLifetime:
     """Whether a storage-built client was closed; shared by its owner and ``for_session`` siblings."""
 
     closed: bool = False
+
+
+def _named_chunks(stored: StoredPayload, root: object) -> set[bytes]:
+    """The chunks a chunked checkpoint names: its root's references and its nested hint."""
+    return set(references(root)) | set(stored.nested)
 
 
 def _require_checkpoint_id(checkpoint_id: object) -> str:

@@ -21,7 +21,8 @@ from __future__ import annotations
 import hashlib
 import hmac
 import pickle
-from collections.abc import Container, Iterable
+from collections.abc import Container, Generator, Iterable
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Final, cast
 
@@ -249,19 +250,27 @@ class CheckpointCodec:
         that comes back equal rebuilds to a checkpoint whose walk is that tree again
         (``tests/unit/codec/test_codec_properties.py`` checks this for every kind of value).
         """
-        try:
+        with _refused_unless_it_loads():
             loaded = load_tree(payload)
-            same = loaded == tree
-            if same:
-                self._rebuild(loaded, len(payload))
-        except MongoDBMappingError as error:
-            raise MongoDBSerializationError(
-                f"Checkpoint would not load again, so it was not stored: {error}"
-            ) from error
-        if not same:
-            raise MongoDBSerializationError(
-                "Checkpoint would not load again, so it was not stored: the bytes decode to another tree."
-            )
+            _require_same(loaded, tree, "the bytes decode to another tree")
+            self._rebuild(loaded, len(payload))
+
+
+_NOT_STORED: Final = "Checkpoint would not load again, so it was not stored"
+
+
+@contextmanager
+def _refused_unless_it_loads() -> Generator[None]:
+    """A save's proof: what the load path refuses becomes the save's refusal."""
+    try:
+        yield
+    except MongoDBMappingError as error:
+        raise MongoDBSerializationError(f"{_NOT_STORED}: {error}") from error
+
+
+def _require_same(loaded: object, written: object, difference: str) -> None:
+    if loaded != written:
+        raise MongoDBSerializationError(f"{_NOT_STORED}: {difference}.")
 
 
 def _pickled(tree: object) -> bytes:
@@ -292,19 +301,11 @@ def _chunked(
             "large values, which each place counts in full."
         )
     payload = _pickled(root)
-    try:
-        same = load_tree(payload) == root
+    with _refused_unless_it_loads():
+        _require_same(load_tree(payload), root, "its root decodes to another tree")
         for chunk in chunks:
             if chunk.address not in chunking.proven:
                 prove_chunk(chunking.context, chunk, budget=chunking.max_checkpoint_bytes)
-    except MongoDBMappingError as error:
-        raise MongoDBSerializationError(
-            f"Checkpoint would not load again, so it was not stored: {error}"
-        ) from error
-    if not same:
-        raise MongoDBSerializationError(
-            "Checkpoint would not load again, so it was not stored: its root decodes to another tree."
-        )
     direct = set(references(root))
     return EncodedCheckpoint(
         payload=payload,
