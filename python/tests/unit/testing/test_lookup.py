@@ -163,6 +163,18 @@ async def test_indexed_results_are_the_scans(  # noqa: PLR0917 - hypothesis pass
     assert _encoded(coll.stored_documents()) == _encoded(list(scan.find({})))
 
 
+def _count_matches(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """Every document the engine's matcher is asked about, from now on."""
+    evaluated: list[object] = []
+
+    def counting(filter_: Any, document: Any) -> bool:
+        evaluated.append(document)
+        return real_matches(filter_, document)
+
+    monkeypatch.setattr(collection_base, "matches", counting)
+    return evaluated
+
+
 async def test_equality_on_an_index_prefix_matches_only_its_candidates(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -171,14 +183,7 @@ async def test_equality_on_an_index_prefix_matches_only_its_candidates(
     await coll.insert_many(
         [{"_id": f"{run}-{seq}", "run": run, "seq": seq} for run in range(20) for seq in range(50)]
     )
-    evaluated: list[object] = []
-    real = real_matches
-
-    def counting(filter_: Any, document: Any) -> bool:
-        evaluated.append(document)
-        return real(filter_, document)
-
-    monkeypatch.setattr(collection_base, "matches", counting)
+    evaluated = _count_matches(monkeypatch)
     assert await coll.find_one({"_id": "3-7"}) == {"_id": "3-7", "run": 3, "seq": 7}
     assert len(evaluated) == 1
     evaluated.clear()
@@ -201,14 +206,7 @@ async def test_an_id_lookup_beats_a_prefix_whose_next_field_has_one_value(
     coll = InMemoryMongoClient()["db"]["coll"]
     await coll.create_index([("run", ASCENDING), ("touched", ASCENDING)])
     await coll.insert_many([{"_id": bytes([n]), "run": "r", "touched": 1} for n in range(200)])
-    evaluated: list[object] = []
-    real = real_matches
-
-    def counting(filter_: Any, document: Any) -> bool:
-        evaluated.append(document)
-        return real(filter_, document)
-
-    monkeypatch.setattr(collection_base, "matches", counting)
+    evaluated = _count_matches(monkeypatch)
     found = await coll.find({"_id": {"$in": [bytes([3]), bytes([9])]}, "run": "r"}).to_list()
     assert sorted(d["_id"] for d in found) == [bytes([3]), bytes([9])]
     assert len(evaluated) == 2
