@@ -37,6 +37,7 @@ import bson
 from pymongo.results import BulkWriteResult, DeleteResult
 from pymongo.write_concern import WriteConcern
 
+from agent_framework_mongodb.checkpoints.documents import ENVELOPE_PROJECTION
 from agent_framework_mongodb.checkpoints.queries import (
     ID_PROJECTION,
     IDEMPOTENCY_PROJECTION,
@@ -49,6 +50,7 @@ __all__ = ["CountingCollection", "InstantCollection"]
 
 _KNOWN_PROJECTIONS: tuple[Mapping[str, int], ...] = (
     PAYLOAD_PROJECTION,
+    ENVELOPE_PROJECTION,
     ID_PROJECTION,
     IDEMPOTENCY_PROJECTION,
     SEQUENCE_PROJECTION,
@@ -79,9 +81,15 @@ def _matches(document: Mapping[str, Any], query: Mapping[str, Any]) -> bool:
     for field, condition in query.items():
         value = document.get(field)
         if isinstance(condition, Mapping):
-            if set(condition) != {"$gt"}:
+            if not set(condition) <= {"$gt", "$gte", "$nin"}:
                 raise NotImplementedError(f"InstantCollection does not interpret {condition!r}")
-            if value is None or not value > condition["$gt"]:
+            if value is None:
+                return False
+            if "$gt" in condition and not value > condition["$gt"]:
+                return False
+            if "$gte" in condition and not value >= condition["$gte"]:
+                return False
+            if value in condition.get("$nin", ()):
                 return False
         elif value != condition:
             return False
@@ -144,7 +152,7 @@ class InstantCollection:
         self.database = _InstantDatabase()
         self._documents: dict[str, _Stored] = {}
         self._runs: dict[str, list[tuple[int, _Stored]]] = {}
-        self._counters: dict[str, int] = {}
+        self._counters: dict[str, dict[str, Any]] = {}
         self._ids: set[Any] = set()
         self._pending: list[dict[str, Any]] = []
         self._chunks: dict[bytes, bytes] = {}  # address -> the encoded reply {_id, data}
@@ -188,20 +196,33 @@ class InstantCollection:
         upsert: bool = False,
         **_options: Any,
     ) -> dict[str, Any] | None:
-        if isinstance(update, Mapping):
+        if isinstance(update, Mapping) and "$setOnInsert" in update:
             return await self._insert_if_absent(filter, update["$setOnInsert"], projection)
-        await self._request(filter, list(update), projection)
+        await self._request(filter, update if isinstance(update, Mapping) else list(update), projection)
         if filter.get("_kind") != COUNTER_KIND:
             raise NotImplementedError("InstantCollection updates only sequence counters")
         key = filter["_id"]
         if key not in self._counters and not upsert:
             return None
-        addition = update[0]["$set"]["sequence"]["$add"]
+        counter = self._counters.setdefault(key, {"sequence": 0})
+        if isinstance(update, Mapping):  # a signed storage's ledger records (ledger.py)
+            self._ledger_update(counter, update)
+            return {"_id": key}
+        stage = update[0]["$set"]
+        addition = stage["sequence"]["$add"]
         floor = addition[0]["$max"][1]
-        sequence = max(self._counters.get(key, 0), floor) + addition[1]
-        self._counters[key] = sequence
+        counter["sequence"] = max(counter["sequence"], floor) + addition[1]
+        counter.setdefault("run_epoch", stage["run_epoch"]["$ifNull"][1]["$literal"])
         # Checked: a counter this double keeps never restarts below a retained sequence.
-        return bson.decode(bson.encode({"sequence": sequence, "sequence_checked": True}))
+        reply = {"sequence": counter["sequence"], "sequence_checked": True, "run_epoch": counter["run_epoch"]}
+        return bson.decode(bson.encode(reply))
+
+    @staticmethod
+    def _ledger_update(counter: dict[str, Any], update: Mapping[str, Any]) -> None:
+        for field, value in update.get("$max", {}).items():
+            counter[field] = max(counter.get(field, value), value)
+        for field, value in update.get("$push", {}).items():
+            counter[field] = [*counter.get(field, []), *value["$each"]][value["$slice"] :]
 
     async def _insert_if_absent(
         self, filter: Mapping[str, Any], fields: Mapping[str, Any], projection: Any
@@ -233,6 +254,9 @@ class InstantCollection:
         **_options: Any,
     ) -> dict[str, Any] | None:
         await self._request(filter, projection, sort)
+        if filter.get("_kind") == COUNTER_KIND:  # a signed storage reads the run's ledger
+            counter = self._counters.get(filter["_id"])
+            return None if counter is None else bson.decode(bson.encode(_project(counter, projection)))
         run = self._run_of(filter)
         if "_id" in filter:
             found = self._documents.get(filter["_id"])
@@ -272,6 +296,10 @@ class InstantCollection:
 
     async def fetch(self, query: Mapping[str, Any], projection: Any, limit: int) -> list[dict[str, Any]]:
         """One batch of a ``find`` in ascending sequence order (the storage's only find sort)."""
+        if "$or" in query:  # a signed load: the checkpoint and the run's counter
+            await self._request(query, projection)
+            found = [await self._point(branch, projection) for branch in query["$or"]]
+            return [document for document in found if document is not None]
         if query.get("_kind") == CHUNK_KIND:
             await self._request(query, projection)
             return [bson.decode(self._chunks[item]) for item in query["_id"]["$in"] if item in self._chunks]
@@ -286,6 +314,19 @@ class InstantCollection:
             if _matches(stored.document, query):
                 replies.append(bson.decode(stored.reply(projection)))
         return replies
+
+    async def _point(self, branch: Mapping[str, Any], projection: Any) -> dict[str, Any] | None:
+        """One ``_id`` branch of an ``$or``, as the server's reply encodes it."""
+        if branch.get("_kind") == COUNTER_KIND:
+            counter = self._counters.get(branch["_id"])
+            if counter is None:
+                return None
+            return bson.decode(bson.encode(_project({**counter, "_kind": COUNTER_KIND}, projection)))
+        self._run_of(branch)
+        stored = self._documents.get(branch["_id"])
+        if stored is None or not _matches(stored.document, branch):
+            return None
+        return bson.decode(stored.reply(projection))
 
     async def delete_one(self, filter: Mapping[str, Any], *_args: Any, **_kwargs: Any) -> DeleteResult:
         await self._request(filter)

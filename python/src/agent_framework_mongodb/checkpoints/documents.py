@@ -4,9 +4,12 @@ A checkpoint document is immutable once inserted. Its versions are independent g
 envelope layout (``schema_version``), the source of the payload (``framework_version``), the
 checkpoint's own public ``version`` (``payload_version``), the codec's format
 (``payload_format``) and the identity hash (``idempotency_hash_version``). A value this build does
-not know fails closed with migration guidance instead of being loaded on a best guess. With
-signing keys, a document's payload also carries an HMAC over its bytes and these gates
-(``codec/signing.py``), checked before the payload reaches the codec.
+not know fails closed with migration guidance instead of being loaded on a best guess.
+
+Every load also checks the document's *place*: it holds the checkpoint asked for, under the
+``_id`` that checkpoint has in this run. With signing keys, a document carries an HMAC over its
+envelope (``signatures.py``: identity, sequence, run epoch, parent, dates, gates, checksum, hint),
+computed after the sequence is allocated and checked before the payload reaches the codec.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from datetime import datetime, timedelta, timezone
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import bson
 from agent_framework import WorkflowCheckpoint
@@ -29,11 +32,20 @@ from .codec import (
     EncodedCheckpoint,
 )
 from .codec.chunks import Chunk
-from .codec.signing import PayloadSigner, signing_context
+from .codec.signing import SIGNATURE_BYTES, PayloadSigner
 from .driver import Document
 from .scope import CHECKPOINT_KIND, RunScope
+from .signatures import (
+    EPOCH_BYTES,
+    EPOCH_FIELD,
+    SIGNATURE_FIELD,
+    SIGNED_FIELDS,
+    sign_envelope,
+    verify_envelope,
+)
 
 __all__ = [
+    "ENVELOPE_PROJECTION",
     "FIRST_PAYLOAD_FORMAT",
     "FRAMEWORK_VERSION",
     "MAX_DOCUMENT_BYTES",
@@ -43,11 +55,14 @@ __all__ = [
     "PAYLOAD_PROJECTION",
     "SCHEMA_VERSION",
     "SUPPORTED_PAYLOAD_VERSIONS",
+    "UNSIGNED",
     "PreparedCheckpoint",
+    "SignaturePolicy",
     "StoredPayload",
     "prepare_checkpoint",
     "stored_payload",
     "utc_now",
+    "verified_epoch",
 ]
 
 SCHEMA_VERSION: Final = 1
@@ -60,33 +75,28 @@ MAX_DOCUMENT_BYTES: Final = 16 * 1024 * 1024
 """MongoDB's BSON document size limit (https://www.mongodb.com/docs/manual/reference/limits/)."""
 
 PAYLOAD_FIELD: Final = "checkpoint"
-SIGNATURE_FIELD: Final = "payload_signature"
 PAYLOAD_BYTES_FIELD: Final = "payload_bytes"
 """The checkpoint's encoded size (its whole tree's pickle, chunked or not), recorded at save so a
-listing can report it without fetching anything. Informational: neither the checksum nor a
-signature covers it, and no load reads it."""
+listing can report it without fetching anything. No load reads it; a signature binds it, so a
+signed storage's summaries report what the save wrote."""
 NESTED_CHUNKS_FIELD: Final = "nested_chunks"
 """On a chunked checkpoint whose leaves reference further leaves: those addresses, 32 bytes each,
-concatenated, so that a load fetches every chunk in one round trip. A fetch hint only: a wrong
-hint makes the join fail (a chunk missing), never a different checkpoint."""
+concatenated, so that a load fetches every chunk in one round trip. A fetch hint only: a load
+parses only leaves its root reaches through references, so a wrong hint makes the join fail (a
+chunk missing), never a different checkpoint, and never puts a leaf before the parser. A signature
+binds it, so a signed load fetches nothing the save did not name."""
 _READABLE_FORMATS: Final = frozenset({PAYLOAD_FORMAT, CHUNKED_PAYLOAD_FORMAT})
 _ADDRESS_BYTES: Final = 32
 
-PAYLOAD_PROJECTION: Final[Mapping[str, int]] = {
-    "_id": 0,
-    "checkpoint_id": 1,
-    "sequence": 1,
-    "schema_version": 1,
-    "framework_version": 1,
-    "payload_version": 1,
-    "payload_format": 1,
-    "idempotency_hash_version": 1,
-    PAYLOAD_FIELD: 1,
-    "payload_checksum": 1,
+ENVELOPE_PROJECTION: Final[Mapping[str, int]] = {
+    "_id": 1,
+    **dict.fromkeys(SIGNED_FIELDS, 1),
     SIGNATURE_FIELD: 1,
-    NESTED_CHUNKS_FIELD: 1,
 }
-"""What ``load``, ``get_latest`` and pages read: the gates, the payload and its checksum."""
+"""Everything a signature binds and the document's place, without the payload: what a signed
+storage's summaries and id listings read to verify each document."""
+PAYLOAD_PROJECTION: Final[Mapping[str, int]] = {**ENVELOPE_PROJECTION, PAYLOAD_FIELD: 1}
+"""What ``load``, ``get_latest`` and pages read: the envelope and the payload."""
 
 # Size of the payload's BSON element beyond its bytes: type byte, key and its NUL, int32 length,
 # subtype byte (https://bsonspec.org/spec.html).
@@ -97,8 +107,27 @@ on its sequence and the size measured before allocation is exact."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class SignaturePolicy:
+    """How a storage signs and checks stored checkpoints.
+
+    Attributes:
+        signer: The storage's keys, or ``None`` for a storage without ``signing_keys``.
+        accept_unsigned_before: With keys, also load a checkpoint that carries no current
+            signature (unsigned, or signed by the first release's format) if its ``created_at``
+            is before this time: the transition of a run onto signing (``docs/adr/0020``).
+    """
+
+    signer: PayloadSigner | None = None
+    accept_unsigned_before: datetime | None = None
+
+
+UNSIGNED: Final = SignaturePolicy()
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class PreparedCheckpoint:
-    """A checkpoint's complete document except its sequence, which is allocated last."""
+    """A checkpoint's complete document except its sequence and run epoch, which the allocation
+    gives last; with keys, it is signed then, so the signature binds its place in the run."""
 
     checkpoint_id: str
     document_id: str
@@ -109,21 +138,33 @@ class PreparedCheckpoint:
     chunks: tuple[Chunk, ...] = ()
     """The leaves a chunked checkpoint references; stored before the checkpoint itself."""
     created_at: datetime | None = None
+    _discriminator: str = ""
+    _signer: PayloadSigner | None = None
 
-    def document(self, sequence: int) -> Document:
-        """The document to insert, with its allocated ``sequence``."""
-        return {**self._fields, "sequence": Int64(sequence)}
+    def document(self, sequence: int, epoch: bytes) -> Document:
+        """The document to insert, numbered ``sequence`` in the run's lifetime ``epoch``."""
+        document: dict[str, Any] = {**self._fields, "sequence": Int64(sequence), EPOCH_FIELD: epoch}
+        if self._signer is not None:
+            document[SIGNATURE_FIELD] = sign_envelope(self._signer, self._discriminator, document)
+        return document
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class StoredPayload:
-    """What a stored document gives the codec to decode, after its gates passed."""
+    """What a stored document gives the codec to decode, after its gates passed.
+
+    Attributes:
+        epoch: The run epoch its signature binds; ``None`` when it was read without keys, or
+            accepted unsigned during a transition (no lifetime can be checked then).
+    """
 
     checkpoint_id: str
     payload: bytes
     checksum: str
+    sequence: int = 0
     chunked: bool = False
     nested: tuple[bytes, ...] = ()
+    epoch: bytes | None = None
 
 
 def prepare_checkpoint(
@@ -147,7 +188,8 @@ def prepare_checkpoint(
             f"WorkflowCheckpoint version {checkpoint.version!r} is not one this storage can restore "
             f"({', '.join(sorted(SUPPORTED_PAYLOAD_VERSIONS))}); upgrade agent-framework-mongodb."
         )
-    expires_at = None if ttl is None else created_at + ttl
+    # Dates are signed as BSON stores them, to the millisecond.
+    expires_at = None if ttl is None else _to_millisecond(created_at + ttl)
     document_id = scope.checkpoint_document_id(checkpoint.checkpoint_id)
     envelope: dict[str, Any] = {
         "_id": document_id,
@@ -160,7 +202,7 @@ def prepare_checkpoint(
         **scope.fields(),
         "checkpoint_id": checkpoint.checkpoint_id,
         "parent_checkpoint_id": checkpoint.previous_checkpoint_id,
-        "created_at": created_at,
+        "created_at": _to_millisecond(created_at),
         "payload_hash": encoded.payload_hash,
         "payload_checksum": encoded.payload_checksum,
         PAYLOAD_BYTES_FIELD: Int64(encoded.logical_bytes or len(encoded.payload)),
@@ -169,14 +211,13 @@ def prepare_checkpoint(
         envelope["expires_at"] = expires_at
     if encoded.nested:
         envelope[NESTED_CHUNKS_FIELD] = b"".join(encoded.nested)
+    # Measuring the envelope without the payload, with the fields the allocation adds at their
+    # exact sizes, then adding the payload's element size, avoids copying a payload of up to
+    # 16 MiB just to learn its encoded length.
+    placeholders: dict[str, Any] = {"sequence": Int64(0), EPOCH_FIELD: bytes(EPOCH_BYTES)}
     if signer is not None:
-        context = _signature_context(
-            scope, checkpoint.checkpoint_id, checkpoint.version, encoded.payload_format
-        )
-        envelope[SIGNATURE_FIELD] = signer.sign(context, encoded.payload)
-    # Measuring the envelope without the payload, then adding the payload's exact element size,
-    # avoids copying a payload of up to 16 MiB just to learn its encoded length.
-    envelope_size = len(bson.encode({**envelope, "sequence": Int64(0)}))
+        placeholders[SIGNATURE_FIELD] = bytes(SIGNATURE_BYTES)
+    envelope_size = len(bson.encode({**envelope, **placeholders}))
     size = envelope_size + _BINARY_ELEMENT_OVERHEAD + len(encoded.payload)
     if size > MAX_DOCUMENT_BYTES:
         raise MongoDBSerializationError(
@@ -194,18 +235,31 @@ def prepare_checkpoint(
         _fields=envelope,
         chunks=encoded.chunks,
         created_at=created_at,
+        _discriminator=scope.discriminator,
+        _signer=signer,
     )
 
 
 def stored_payload(
-    document: Mapping[str, Any], scope: RunScope, signer: PayloadSigner | None = None
+    document: Mapping[str, Any],
+    scope: RunScope,
+    policy: SignaturePolicy = UNSIGNED,
+    *,
+    checkpoint_id: str | None = None,
 ) -> StoredPayload:
-    """Check a stored document's version gates (and signature) and return its payload.
+    """Check a stored document's version gates, place and signature, and return its payload.
+
+    Args:
+        checkpoint_id: The id the caller asked for (``load``); the document must hold that
+            checkpoint. Without it, the document's own id, which must match its ``_id``.
 
     Raises:
-        MongoDBIntegrityError: Signing keys are set and the payload is unsigned, or its
-            signature does not match its bytes and this document's place and versions.
-        MongoDBMappingError: A version is unknown, or a required field is missing or mistyped.
+        MongoDBIntegrityError: Signing keys are set and the document is unsigned (and not accepted
+            by ``accept_unsigned_before``), its signature does not match its fields in this run, or
+            it holds another checkpoint than asked for or than its ``_id`` names.
+        MongoDBMappingError: A version is unknown, a required field is missing or mistyped, or
+            (without keys) the document holds another checkpoint than asked for or than its
+            ``_id`` names.
     """
     if document.get("payload_format") == FIRST_PAYLOAD_FORMAT:
         raise MongoDBMappingError(
@@ -219,36 +273,111 @@ def stored_payload(
     _require_version(document, "payload_version", SUPPORTED_PAYLOAD_VERSIONS)
     _require_version(document, "payload_format", _READABLE_FORMATS)
     _require_version(document, "idempotency_hash_version", {CANONICAL_HASH_VERSION})
-    checkpoint_id = document.get("checkpoint_id")
+    stored_id = document.get("checkpoint_id")
     payload = document.get(PAYLOAD_FIELD)
     checksum = document.get("payload_checksum")
-    if not isinstance(checkpoint_id, str) or not isinstance(payload, bytes) or not isinstance(checksum, str):
+    if not isinstance(stored_id, str) or not isinstance(payload, bytes) or not isinstance(checksum, str):
         raise MongoDBMappingError(
             "A stored checkpoint document lacks its checkpoint_id, payload or payload_checksum."
         )
-    if signer is not None:
-        signature = document.get(SIGNATURE_FIELD)
-        if signature is None:
-            raise MongoDBIntegrityError(
-                "A stored checkpoint is not signed, and this storage has signing keys; it was written "
-                "without keys or outside this storage, so it is not loaded."
-            )
-        context = _signature_context(
-            scope, checkpoint_id, document["payload_version"], document["payload_format"]
-        )
-        if not signer.verify(context, bytes(payload), signature):
-            raise MongoDBIntegrityError(
-                "A stored checkpoint's signature does not match its payload and place; it was modified "
-                "or moved outside this storage, or signed with a key this storage does not hold."
-            )
+    epoch = verified_epoch(document, scope, policy, checkpoint_id=checkpoint_id)
     chunked = document["payload_format"] == CHUNKED_PAYLOAD_FORMAT
     return StoredPayload(
-        checkpoint_id=checkpoint_id,
+        checkpoint_id=stored_id,
         payload=bytes(payload),
         checksum=checksum,
+        sequence=_sequence(document),
         chunked=chunked,
         nested=_nested_addresses(document.get(NESTED_CHUNKS_FIELD)) if chunked else (),
+        epoch=epoch,
     )
+
+
+def verified_epoch(
+    document: Mapping[str, Any],
+    scope: RunScope,
+    policy: SignaturePolicy,
+    *,
+    checkpoint_id: str | None = None,
+) -> bytes | None:
+    """Check a document's place and, with keys, its signature; return the epoch it signs.
+
+    The envelope alone is read (no payload is needed), so listings check summaries and ids this
+    way. Returns ``None`` without keys, or for a document accepted unsigned.
+
+    Raises:
+        MongoDBIntegrityError: With keys: as :func:`stored_payload`.
+        MongoDBMappingError: Without keys: the document holds another checkpoint than asked for, or
+            than its ``_id`` names.
+    """
+    stored_id = document.get("checkpoint_id")
+    if not isinstance(stored_id, str):
+        raise MongoDBMappingError("A stored checkpoint document has no checkpoint_id.")
+    expected = stored_id if checkpoint_id is None else checkpoint_id
+    signer = policy.signer
+    if signer is None:
+        _require_place(document, scope, expected, MongoDBMappingError)
+        return None
+    signature = document.get(SIGNATURE_FIELD)
+    epoch = document.get(EPOCH_FIELD)
+    if signature is None or epoch is None:
+        if _accepted_unsigned(document, policy):
+            _require_place(document, scope, expected, MongoDBIntegrityError)
+            return None
+        raise MongoDBIntegrityError(_UNSIGNED_MESSAGE if signature is None else _FIRST_SIGNATURE_MESSAGE)
+    envelope = document if expected == stored_id else {**document, "checkpoint_id": expected}
+    if not verify_envelope(signer, scope.discriminator, envelope, signature):
+        raise MongoDBIntegrityError(
+            "A stored checkpoint's signature does not match its fields in this run: it was modified, "
+            "moved, put in another checkpoint's place, or signed with a key this storage does not hold."
+        )
+    _require_place(document, scope, expected, MongoDBIntegrityError)
+    return cast(bytes, epoch)
+
+
+_UNSIGNED_MESSAGE: Final = (
+    "A stored checkpoint is not signed, and this storage has signing keys; it was written without keys "
+    "or outside this storage, so it is not loaded. To move existing runs onto signing, set "
+    "accept_unsigned_before to when signing started, or re-sign them with "
+    "`agent-framework-mongodb sign-run` (docs/adr/0020-signatures-bind-the-envelope.md)."
+)
+_FIRST_SIGNATURE_MESSAGE: Final = (
+    "A stored checkpoint carries a signature of an earlier release, which does not bind its place in "
+    "the run's history, so it is not loaded. Re-sign the run with `agent-framework-mongodb sign-run`, or "
+    "set accept_unsigned_before while the transition lasts (docs/adr/0020-signatures-bind-the-envelope.md)."
+)
+
+
+def _accepted_unsigned(document: Mapping[str, Any], policy: SignaturePolicy) -> bool:
+    cutoff = policy.accept_unsigned_before
+    created_at = document.get("created_at")
+    if cutoff is None or not isinstance(created_at, datetime):
+        return False
+    aware = created_at.replace(tzinfo=timezone.utc) if created_at.tzinfo is None else created_at
+    return aware < cutoff
+
+
+def _require_place(
+    document: Mapping[str, Any], scope: RunScope, expected: str, error: type[MongoDBMappingError]
+) -> None:
+    """The document holds the checkpoint asked for, under the ``_id`` that checkpoint has here: a
+    copy under another checkpoint's ``_id`` is neither returned for it nor listed twice."""
+    stored_id = document.get("checkpoint_id")
+    if stored_id != expected or (
+        "_id" in document and document["_id"] != scope.checkpoint_document_id(expected)
+    ):
+        raise error("A stored checkpoint document holds another checkpoint than the one its place names.")
+
+
+def _sequence(document: Mapping[str, Any]) -> int:
+    sequence = document.get("sequence")
+    if isinstance(sequence, bool) or not isinstance(sequence, int) or sequence < 0:
+        raise MongoDBMappingError("A stored checkpoint document has no valid sequence.")
+    return int(sequence)
+
+
+def _to_millisecond(moment: datetime) -> datetime:
+    return moment.replace(microsecond=moment.microsecond - moment.microsecond % 1000)
 
 
 def _nested_addresses(value: object) -> tuple[bytes, ...]:
@@ -258,22 +387,6 @@ def _nested_addresses(value: object) -> tuple[bytes, ...]:
         raise MongoDBMappingError(f"A stored checkpoint's {NESTED_CHUNKS_FIELD} is malformed.")
     data = bytes(value)
     return tuple(data[start : start + _ADDRESS_BYTES] for start in range(0, len(data), _ADDRESS_BYTES))
-
-
-def _signature_context(
-    scope: RunScope, checkpoint_id: str, payload_version: str, payload_format: str
-) -> bytes:
-    # The verifier uses its own bound scope, never the document's: a payload copied to another
-    # run or tenant is signed for somewhere else and fails.
-    return signing_context(
-        scope.discriminator,
-        checkpoint_id,
-        SCHEMA_VERSION,
-        FRAMEWORK_VERSION,
-        payload_version,
-        payload_format,
-        CANONICAL_HASH_VERSION,
-    )
 
 
 def utc_now() -> datetime:

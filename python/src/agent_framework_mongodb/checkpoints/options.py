@@ -13,7 +13,7 @@ import math
 import re
 import unicodedata
 from collections.abc import Iterable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import TypeGuard, cast
 
 from ..errors import MongoDBConfigurationError
@@ -117,6 +117,12 @@ class MongoDBCheckpointStorageOptions:
             signs every save, any of them verifies a load, so keys rotate. With keys set, an
             unsigned, edited or moved payload is refused before it is decoded. Never shown in
             ``repr``.
+        accept_unsigned_before: With ``signing_keys``, also load checkpoints that carry no
+            current signature (written without keys, or by a release whose signatures did not
+            bind the envelope) if they were created before this time (timezone-aware): the
+            transition of existing runs onto signing. Such checkpoints get the unsigned threat
+            model (specs/codec.md); re-sign runs with ``agent-framework-mongodb sign-run`` and
+            drop the option. ``None`` (the default) accepts none.
         max_checkpoint_bytes: The largest checkpoint (its encoded tree) a save stores and a load
             reads, from 1 MiB to 16 GiB; 256 MiB by default. A checkpoint above 16 KiB is stored
             as chunks that the run keeps once (docs/adr/0018-chunked-payloads.md), so MongoDB's
@@ -144,6 +150,7 @@ class MongoDBCheckpointStorageOptions:
     allowed_checkpoint_types: Iterable[str | type] = ()
     operation_timeout: float = DEFAULT_OPERATION_TIMEOUT
     signing_keys: Iterable[bytes] = dataclasses.field(default=(), repr=False)
+    accept_unsigned_before: datetime | None = None
     strict_saves: bool = False
     max_checkpoint_bytes: int = DEFAULT_MAX_CHECKPOINT_BYTES
 
@@ -163,6 +170,7 @@ class MongoDBCheckpointStorageOptions:
             self, "allowed_checkpoint_types", _validate_type_keys(self.allowed_checkpoint_types)
         )
         object.__setattr__(self, "signing_keys", _validate_signing_keys(self.signing_keys))
+        _validate_accept_unsigned_before(self.accept_unsigned_before, bool(self.signing_keys))
         _validate_strict_saves(self.strict_saves)
         _validate_max_checkpoint_bytes(self.max_checkpoint_bytes)
 
@@ -298,6 +306,23 @@ def _validate_type_keys(keys: object) -> tuple[str, ...]:
 
 def _type_key_of(cls: type) -> str:
     return f"{cls.__module__}:{cls.__qualname__}"
+
+
+def _validate_accept_unsigned_before(moment: object, keys: bool) -> None:
+    if moment is None:
+        return
+    if not isinstance(moment, datetime):
+        raise MongoDBConfigurationError(
+            f"accept_unsigned_before must be a datetime or None, not {type(moment).__name__}."
+        )
+    if moment.tzinfo is None or moment.utcoffset() is None:
+        raise MongoDBConfigurationError(
+            "accept_unsigned_before must be timezone-aware (for example datetime(..., tzinfo=timezone.utc))."
+        )
+    if not keys:
+        raise MongoDBConfigurationError(
+            "accept_unsigned_before needs signing_keys: without keys every checkpoint is read unsigned."
+        )
 
 
 def _validate_signing_keys(keys: object) -> tuple[bytes, ...]:

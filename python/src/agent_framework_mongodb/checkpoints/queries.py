@@ -19,6 +19,7 @@ from .scope import CHECKPOINT_KIND, CHUNK_KIND, COUNTER_KIND, RunListing, RunSco
 
 __all__ = [
     "ASCENDING_SEQUENCE",
+    "BY_ID",
     "CHECKPOINT_SUMMARY_PROJECTION",
     "CHUNK_DATA_FIELD",
     "CHUNK_PROJECTION",
@@ -41,9 +42,11 @@ __all__ = [
     "run_filter",
     "run_listing_filter",
     "unreferenced_chunks_filter",
+    "with_counter",
 ]
 
 ASCENDING_SEQUENCE: Final = [("sequence", 1)]
+BY_ID: Final = [("_id", 1)]
 DESCENDING_SEQUENCE: Final = [("sequence", -1)]
 
 ID_PROJECTION: Final[Mapping[str, int]] = {"_id": 0, "checkpoint_id": 1, "sequence": 1}
@@ -102,11 +105,18 @@ def checkpoint_filter(scope: RunScope, checkpoint_id: str) -> dict[str, Any]:
     return {"_id": scope.checkpoint_document_id(checkpoint_id), **run_filter(scope)}
 
 
-def page_filter(scope: RunScope, after_sequence: int | None) -> dict[str, Any]:
-    """The run's checkpoints after a page position (all of them without one)."""
+def page_filter(
+    scope: RunScope, after_sequence: int | None, live: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """The run's checkpoints after a page position (all of them without one); ``live`` is a
+    signed storage's ledger condition on ``sequence`` (``ledger.LedgerCheck``), a range on the
+    same index key and, for deleted sequences, a residual ``$nin``."""
     query = run_filter(scope)
+    condition: dict[str, Any] = dict(live or {})
     if after_sequence is not None:
-        query["sequence"] = {"$gt": after_sequence}
+        condition["$gt"] = after_sequence
+    if condition:
+        query["sequence"] = condition
     return query
 
 
@@ -118,6 +128,12 @@ def older_than_filter(scope: RunScope, sequence: int) -> dict[str, Any]:
 def counter_filter(scope: RunScope) -> dict[str, Any]:
     """The run's sequence counter document."""
     return {"_id": scope.counter_document_id, "_kind": COUNTER_KIND, **scope.fields()}
+
+
+def with_counter(scope: RunScope, query: Mapping[str, Any]) -> dict[str, Any]:
+    """``query`` (one document by ``_id``) or the run's counter: a signed ``load`` reads the
+    checkpoint and the run's ledger in one round trip, each branch a point of the ``_id_`` index."""
+    return {"$or": [dict(query), counter_filter(scope)]}
 
 
 def run_listing_filter(listing: RunListing, after: RunPosition | None) -> dict[str, Any]:

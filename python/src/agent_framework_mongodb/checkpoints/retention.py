@@ -20,6 +20,7 @@ from .._telemetry import count_round_trip
 from ..errors import translated_driver_errors
 from .driver import CheckpointCollection
 from .indexes import SIMPLE_COLLATION
+from .ledger import record_live_from
 from .queries import DESCENDING_SEQUENCE, SEQUENCE_PROJECTION, older_than_filter, run_filter
 from .scope import RunScope
 from .sequences import sequence_of
@@ -37,10 +38,17 @@ def is_prune_due(allocated: int, period: int) -> bool:
 
 
 async def prune_run(
-    collection: CheckpointCollection, scope: RunScope, *, keep_last: int, protected: int
+    collection: CheckpointCollection,
+    scope: RunScope,
+    *,
+    keep_last: int,
+    protected: int,
+    record_cutoff: bool = False,
 ) -> int:
     """Delete the run's checkpoints older than its newest ``keep_last``, never ``protected`` or above.
 
+    With ``record_cutoff`` (a signed storage), the cut-off is first recorded in the run's ledger
+    (``ledger.py``), one round trip more, so a pruned checkpoint put back stays pruned.
     Returns how many were deleted. Driver errors are translated (``MongoDBIntegrationError``).
     """
     with translated_driver_errors(operation="read", action="find the keep_last cut-off"):
@@ -56,6 +64,8 @@ async def prune_run(
         return 0
     cutoff = min(sequence_of(oldest_kept), protected)
     with translated_driver_errors(operation="write", action="delete checkpoints beyond keep_last"):
+        if record_cutoff:
+            await record_live_from(collection, scope, cutoff)
         count_round_trip()
         result = await collection.delete_many(older_than_filter(scope, cutoff), collation=SIMPLE_COLLATION)
     return result.deleted_count

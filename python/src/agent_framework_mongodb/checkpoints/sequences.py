@@ -25,6 +25,10 @@ allocation records the checkpoint id it allocated for, whether that checkpoint w
 and counts itself in ``allocations``, so the summary costs no extra round trip. It describes the
 latest *allocation*: a save that fails after allocating, or an identical retry, still moves it.
 
+The run's epoch rides on it as well: the update that creates a counter draws 16 random bytes
+(``run_epoch``) that every later update keeps, and each allocation returns them with the number, so
+a save stores and signs the lifetime of the counter that numbered it (``ledger.py``).
+
 Retention rides on the same update: an expiring save moves the counter's ``expires_at`` only
 forward; a non-expiring save makes the counter permanent, and permanent is dominant. A counter
 written before ``retention_mode`` existed (a sequence without ``expires_at``) counts as permanent.
@@ -51,10 +55,12 @@ from ..errors import (
 )
 from .driver import CheckpointCollection
 from .indexes import SIMPLE_COLLATION
+from .ledger import new_epoch
 from .queries import DESCENDING_SEQUENCE, SEQUENCE_PROJECTION, counter_filter, run_filter
 from .scope import RunScope
+from .signatures import EPOCH_BYTES, EPOCH_FIELD
 
-__all__ = ["RunActivity", "allocate_sequence", "retained_maximum", "sequence_of"]
+__all__ = ["Allocation", "RunActivity", "allocate_sequence", "retained_maximum", "sequence_of"]
 
 PERMANENT: Final = "permanent"
 EXPIRING: Final = "expiring"
@@ -65,6 +71,7 @@ _COUNTER_PROJECTION: Final = {
     "sequence_checked": 1,
     "recheck_until": 1,
     "allocated_at": 1,
+    EPOCH_FIELD: 1,
 }
 _UPSERT_ATTEMPTS: Final = 3
 
@@ -77,6 +84,14 @@ class RunActivity:
     waiting_for_input: bool
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class Allocation:
+    """A sequence number and the run epoch of the counter that allocated it (``ledger.py``)."""
+
+    sequence: int
+    epoch: bytes
+
+
 async def allocate_sequence(
     collection: CheckpointCollection,
     scope: RunScope,
@@ -85,8 +100,8 @@ async def allocate_sequence(
     expires_at: datetime | None,
     recheck_grace: timedelta,
     recover: bool = False,
-) -> int:
-    """Allocate the next sequence number of the run.
+) -> Allocation:
+    """Allocate the next sequence number of the run, with the run's epoch.
 
     Args:
         collection: The checkpoint collection.
@@ -99,19 +114,19 @@ async def allocate_sequence(
     """
     counter_update = _CounterUpdate(collection, scope, activity, expires_at, recheck_grace)
     counter = await counter_update.advance(floor=None, increment=1, upsert=True)
-    sequence = sequence_of(counter)
+    allocation = _allocation_of(counter)
     if _is_trusted(counter) and not recover:
-        return sequence
+        return allocation
     retained = await retained_maximum(collection, scope)
-    if retained < sequence:
+    if retained < allocation.sequence:
         # Already above every retained checkpoint. Record that without spending a number, unless
         # the counter is in its grace, where no check may mark it. If the counter vanished
         # meanwhile this updates nothing, and the next save checks again.
         if not _in_grace(counter) and counter.get("sequence_checked") is not True:
             await counter_update.advance(floor=retained, increment=0, upsert=False)
-        return sequence
+        return allocation
     counter = await counter_update.advance(floor=retained, increment=1, upsert=True)
-    return sequence_of(counter)
+    return _allocation_of(counter)
 
 
 async def retained_maximum(collection: CheckpointCollection, scope: RunScope) -> int:
@@ -211,6 +226,9 @@ def _counter_pipeline(
         "allocated_at": "$$NOW",
         # The run's summary. A counter from before `allocations` existed counts its sequence.
         "allocations": {"$add": [{"$ifNull": ["$allocations", current]}, increment]},
+        # Drawn by the update that creates the counter (or first touches one from before epochs),
+        # kept by every later one: the run's lifetime, which a signature binds (ledger.py).
+        EPOCH_FIELD: {"$ifNull": [f"${EPOCH_FIELD}", {"$literal": new_epoch()}]},
     }
     if increment:
         # Only an update that allocates names the latest checkpoint. A check that marks the
@@ -254,6 +272,13 @@ def _is_trusted(counter: Mapping[str, Any]) -> bool:
     """Whether this allocation may skip the recovery read. No check made during a counter's grace
     marks it (the server decides that with ``$$NOW``), so a counter in its grace is never trusted."""
     return counter.get("sequence_checked") is True
+
+
+def _allocation_of(counter: Mapping[str, Any]) -> Allocation:
+    epoch = counter.get(EPOCH_FIELD)
+    if type(epoch) is not bytes or len(epoch) != EPOCH_BYTES:
+        raise MongoDBPersistenceError("The run's sequence counter holds no valid run epoch.")
+    return Allocation(sequence_of(counter), epoch)
 
 
 def sequence_of(document: Mapping[str, Any]) -> int:

@@ -36,6 +36,7 @@ from ..errors import (
     MongoDBConcurrencyError,
     MongoDBConfigurationError,
     MongoDBIntegrationError,
+    MongoDBIntegrityError,
     MongoDBMappingError,
     translate_driver_error,
     translated_driver_errors,
@@ -60,9 +61,19 @@ from .connection import (
     validate_wait_timeout,
     wait_for_server,
 )
-from .documents import PreparedCheckpoint, StoredPayload, prepare_checkpoint, stored_payload, utc_now
+from .documents import (
+    ENVELOPE_PROJECTION,
+    PreparedCheckpoint,
+    SignaturePolicy,
+    StoredPayload,
+    prepare_checkpoint,
+    stored_payload,
+    utc_now,
+    verified_epoch,
+)
 from .driver import CheckpointClient, CheckpointCollection, Document
 from .indexes import CHECKPOINT_INDEXES, SIMPLE_COLLATION
+from .ledger import LedgerCheck, read_ledger, read_with_ledger, record_deletion
 from .options import MongoDBCheckpointStorageOptions, validate_identifier
 from .paging import (
     PagePosition,
@@ -83,6 +94,7 @@ from .queries import (
     PAYLOAD_PROJECTION,
     RUN_ACTIVITY_SORT,
     RUN_SUMMARY_PROJECTION,
+    SEQUENCE_PROJECTION,
     checkpoint_filter,
     counter_filter,
     insert_if_absent,
@@ -98,7 +110,7 @@ from .results import (
 )
 from .retention import is_prune_due, prune_run
 from .scope import RunListing, RunScope
-from .sequences import RunActivity, allocate_sequence, sequence_of
+from .sequences import Allocation, RunActivity, allocate_sequence, sequence_of
 from .strict import escalated_save_failures
 from .summaries import (
     checkpoint_id_of,
@@ -146,6 +158,7 @@ class MongoDBCheckpointStorage(CheckpointStorage):
     _scope: RunScope
     _codec: CheckpointCodec
     _signer: PayloadSigner | None
+    _policy: SignaturePolicy
     _chunks: ChunkMemory
     _chunk_context: bytes
     _chunker: Chunker
@@ -294,17 +307,30 @@ class MongoDBCheckpointStorage(CheckpointStorage):
     async def load(self, checkpoint_id: CheckpointID) -> WorkflowCheckpoint:
         """Return the bound run's checkpoint with this id.
 
+        With signing keys, the run's ledger is read in the same round trip: a checkpoint that
+        ``delete`` or a prune removed is not found even if its document was put back.
+
         Raises:
             MongoDBCheckpointNotFoundError: The run has no checkpoint with this id (another
                 run's checkpoint is never visible).
-            MongoDBMappingError: The stored document is of an unknown version, or corrupt.
+            MongoDBIntegrityError: With signing keys: the document is unsigned, its signature does
+                not match, or it is of another lifetime of the run (from before ``clear_run``).
+            MongoDBMappingError: The stored document is of an unknown version, corrupt, or holds
+                another checkpoint than this id.
         """
         with self._operation("load") as record:
-            query = checkpoint_filter(self._scope, _require_checkpoint_id(checkpoint_id))
-            document = await self._find_one(query, PAYLOAD_PROJECTION, action="load a checkpoint")
+            requested = _require_checkpoint_id(checkpoint_id)
+            query = checkpoint_filter(self._scope, requested)
+            check: LedgerCheck | None = None
+            if self._signer is None:
+                document = await self._find_one(query, PAYLOAD_PROJECTION, action="load a checkpoint")
+            else:
+                document, check = await read_with_ledger(
+                    self._collection, self._scope, query, action="load a checkpoint"
+                )
             if document is None:
                 raise MongoDBCheckpointNotFoundError("This run has no checkpoint with that id.")
-            (checkpoint,) = await self._decode([document])
+            (checkpoint,) = await self._decode([document], check, checkpoint_id=requested)
             record.result_count = 1
             return checkpoint
 
@@ -317,15 +343,27 @@ class MongoDBCheckpointStorage(CheckpointStorage):
         with self._operation("list_checkpoints") as record:
             self._require_workflow(workflow_name)
             checkpoints: list[WorkflowCheckpoint] = []
-            async for page in self._pages(PAYLOAD_PROJECTION, limit=self._options.page_size):
-                checkpoints.extend(await self._decode(page))
+            check = await self._ledger_check()
+            async for page in self._pages(PAYLOAD_PROJECTION, check, limit=self._options.page_size):
+                checkpoints.extend(await self._decode(page, check))
             record.result_count = len(checkpoints)
             return checkpoints
 
     async def delete(self, checkpoint_id: CheckpointID) -> bool:
-        """Delete the bound run's checkpoint with this id; ``False`` if there was none."""
+        """Delete the bound run's checkpoint with this id; ``False`` if there was none.
+
+        With signing keys, the deletion is first recorded in the run's ledger (three round trips:
+        the checkpoint's sequence, the record, the delete), so the checkpoint stays deleted even if
+        its document is put back, or if the delete itself fails after the record.
+        """
         with self._operation("delete") as record:
             query = checkpoint_filter(self._scope, _require_checkpoint_id(checkpoint_id))
+            if self._signer is not None:
+                found = await self._find_one(query, SEQUENCE_PROJECTION, action="find a checkpoint to delete")
+                if found is None:
+                    return False
+                with translated_driver_errors(operation="write", action="record a deletion"):
+                    await record_deletion(self._collection, self._scope, sequence_of(found))
             with translated_driver_errors(operation="write", action="delete a checkpoint"):
                 count_round_trip()
                 result = await self._collection.delete_one(query, collation=SIMPLE_COLLATION)
@@ -337,15 +375,16 @@ class MongoDBCheckpointStorage(CheckpointStorage):
         """The bound run's checkpoint with the greatest sequence, or ``None``."""
         with self._operation("get_latest") as record:
             self._require_workflow(workflow_name)
+            check = await self._ledger_check()
             document = await self._find_one(
-                run_filter(self._scope),
+                page_filter(self._scope, None, _condition(check)),
                 PAYLOAD_PROJECTION,
                 sort=DESCENDING_SEQUENCE,
                 action="read the latest",
             )
             if document is None:
                 return None
-            (checkpoint,) = await self._decode([document])
+            (checkpoint,) = await self._decode([document], check)
             record.result_count = 1
             return checkpoint
 
@@ -354,8 +393,10 @@ class MongoDBCheckpointStorage(CheckpointStorage):
         with self._operation("list_checkpoint_ids") as record:
             self._require_workflow(workflow_name)
             ids: list[CheckpointID] = []
-            async for page in self._pages(ID_PROJECTION, limit=self._options.max_page_size):
-                ids.extend(checkpoint_id_of(document) for document in page)
+            check = await self._ledger_check()
+            projection = ID_PROJECTION if check is None else ENVELOPE_PROJECTION
+            async for page in self._pages(projection, check, limit=self._options.max_page_size):
+                ids.extend(checkpoint_id_of(document) for document in self._verified(page, check))
             record.result_count = len(ids)
             return ids
 
@@ -375,8 +416,10 @@ class MongoDBCheckpointStorage(CheckpointStorage):
             MongoDBConfigurationError: The workflow, cursor or limit is not valid here.
         """
         with self._operation("list_checkpoint_page") as record:
-            documents, size = await self._requested_page(PAYLOAD_PROJECTION, workflow_name, cursor, limit)
-            checkpoints = tuple(await self._decode(documents))
+            documents, size, check = await self._requested_page(
+                PAYLOAD_PROJECTION, workflow_name, cursor, limit
+            )
+            checkpoints = tuple(await self._decode(documents, check))
             record.result_count = len(checkpoints)
             return MongoDBCheckpointPage(checkpoints, self._next_cursor(documents, size))
 
@@ -392,9 +435,11 @@ class MongoDBCheckpointStorage(CheckpointStorage):
             MongoDBConfigurationError: The workflow, cursor or limit is not valid here.
         """
         with self._operation("list_checkpoint_summaries") as record:
-            projection = CHECKPOINT_SUMMARY_PROJECTION
-            documents, size = await self._requested_page(projection, workflow_name, cursor, limit)
-            summaries = tuple(checkpoint_summary_of(document) for document in documents)
+            projection = CHECKPOINT_SUMMARY_PROJECTION if self._signer is None else ENVELOPE_PROJECTION
+            documents, size, check = await self._requested_page(projection, workflow_name, cursor, limit)
+            summaries = tuple(
+                checkpoint_summary_of(document) for document in self._verified(documents, check)
+            )
             record.result_count = len(summaries)
             return MongoDBCheckpointSummaryPage(summaries, self._next_cursor(documents, size))
 
@@ -525,6 +570,7 @@ class MongoDBCheckpointStorage(CheckpointStorage):
         self._codec = codec
         keys = tuple(options.signing_keys)
         self._signer = PayloadSigner(keys) if keys else None
+        self._policy = SignaturePolicy(self._signer, options.accept_unsigned_before)
         self._chunks = ChunkMemory()
         self._chunk_context = self._scope.chunk_context(CHUNKED_PAYLOAD_FORMAT)
         # One per run: it compresses only leaves its last split did not hold. encode() never
@@ -597,7 +643,7 @@ class MongoDBCheckpointStorage(CheckpointStorage):
         """
         recover = False
         for _ in range(_MAX_SAVE_ATTEMPTS):
-            sequence = await allocate_sequence(
+            allocation = await allocate_sequence(
                 self._collection,
                 self._scope,
                 activity=activity,
@@ -605,8 +651,9 @@ class MongoDBCheckpointStorage(CheckpointStorage):
                 recheck_grace=self._options.counter_recheck_grace,
                 recover=recover,
             )
+            sequence = allocation.sequence
             try:
-                existing = await self._insert_if_absent(prepared, sequence)
+                existing = await self._insert_if_absent(prepared, allocation)
             except DuplicateKeyError:
                 stored = await self._stored_identity(prepared)
                 if stored is not None:
@@ -626,13 +673,15 @@ class MongoDBCheckpointStorage(CheckpointStorage):
             retryable=True,
         )
 
-    async def _insert_if_absent(self, prepared: PreparedCheckpoint, sequence: int) -> Document | None:
+    async def _insert_if_absent(
+        self, prepared: PreparedCheckpoint, allocation: Allocation
+    ) -> Document | None:
         """Insert the checkpoint unless its id is stored; returns the stored identity, else None."""
         query = checkpoint_filter(self._scope, prepared.checkpoint_id)
         count_round_trip()
         return await self._collection.find_one_and_update(
             query,
-            insert_if_absent(prepared.document(sequence), query),
+            insert_if_absent(prepared.document(allocation.sequence, allocation.epoch), query),
             IDEMPOTENCY_PROJECTION,
             upsert=True,
             return_document=ReturnDocument.BEFORE,
@@ -658,7 +707,11 @@ class MongoDBCheckpointStorage(CheckpointStorage):
             return
         try:
             pruned = await prune_run(
-                self._collection, self._scope, keep_last=keep_last, protected=saved.stored
+                self._collection,
+                self._scope,
+                keep_last=keep_last,
+                protected=saved.stored,
+                record_cutoff=self._signer is not None,
             )
             if pruned and self._chunks:
                 await self._collect_chunks()
@@ -674,9 +727,10 @@ class MongoDBCheckpointStorage(CheckpointStorage):
         raises, so nothing is collected on a guess about what it references.
         """
         referenced: set[bytes] = set()
-        async for page in self._pages(PAYLOAD_PROJECTION, limit=self._options.max_page_size):
+        # Every retained root counts, live or not: collection never deletes on a guess.
+        async for page in self._pages(PAYLOAD_PROJECTION, None, limit=self._options.max_page_size):
             for document in page:
-                stored = stored_payload(document, self._scope, self._signer)
+                stored = stored_payload(document, self._scope, self._policy)
                 if stored.chunked:
                     referenced.update(self._chunk_addresses(stored))
         await collect_unreferenced_chunks(
@@ -699,9 +753,41 @@ class MongoDBCheckpointStorage(CheckpointStorage):
                 "A checkpoint with this id is already stored with different content."
             )
 
-    async def _decode(self, documents: list[Document]) -> list[WorkflowCheckpoint]:
-        """Decode stored documents, fetching the leaves of the chunked ones in one round trip."""
-        stored = [stored_payload(document, self._scope, self._signer) for document in documents]
+    async def _ledger_check(self) -> LedgerCheck | None:
+        """With signing keys, the run's ledger as this read's reference (one round trip); without
+        keys, nothing to check against (``None``)."""
+        if self._signer is None:
+            return None
+        return LedgerCheck(await read_ledger(self._collection, self._scope))
+
+    def _verified(self, documents: list[Document], check: LedgerCheck | None) -> list[Document]:
+        """Envelopes whose place, signature and lifetime hold (listings without payloads)."""
+        for document in documents:
+            epoch = verified_epoch(document, self._scope, self._policy)
+            if check is not None:
+                check.require_current(epoch)
+        return documents
+
+    async def _decode(
+        self,
+        documents: list[Document],
+        check: LedgerCheck | None,
+        *,
+        checkpoint_id: str | None = None,
+    ) -> list[WorkflowCheckpoint]:
+        """Decode stored documents, fetching the leaves of the chunked ones in one round trip.
+
+        With ``checkpoint_id`` (a ``load``), the one document must hold that checkpoint, and one
+        the ledger no longer holds is not found.
+        """
+        stored: list[StoredPayload] = []
+        for document in documents:
+            item = stored_payload(document, self._scope, self._policy, checkpoint_id=checkpoint_id)
+            if check is not None:
+                check.require_current(item.epoch)
+                if checkpoint_id is not None and not check.is_live(item.sequence):
+                    raise MongoDBCheckpointNotFoundError("This run has no checkpoint with that id.")
+            stored.append(item)
         roots = {
             index: self._codec.open_chunked(item.payload, checksum=item.checksum)
             for index, item in enumerate(stored)
@@ -712,17 +798,22 @@ class MongoDBCheckpointStorage(CheckpointStorage):
         for index, item in enumerate(stored):
             count_payload_bytes(len(item.payload))
             if index in roots:
-                reader = self._reader(item, roots[index], leaves)
-                checkpoint = self._codec.decode_chunked(roots[index], reader, root_bytes=len(item.payload))
+                reader = self._reader(roots[index], leaves)
+                checkpoint = self._codec.decode_chunked(reader, root_bytes=len(item.payload))
             else:
                 checkpoint = self._codec.decode(item.payload, checksum=item.checksum)
             if (
                 checkpoint.checkpoint_id != item.checkpoint_id
                 or checkpoint.workflow_name != self._scope.workflow_name
             ):
-                raise MongoDBMappingError("A stored checkpoint's payload does not belong to its document.")
+                raise self._misplaced_error("A stored checkpoint's payload does not belong to its document.")
             checkpoints.append(checkpoint)
         return checkpoints
+
+    def _misplaced_error(self, message: str) -> MongoDBMappingError:
+        # A signed envelope binds the checksum, so with keys a payload of another checkpoint under
+        # a valid signature cannot arise from corruption: it is someone's doing.
+        return MongoDBMappingError(message) if self._signer is None else MongoDBIntegrityError(message)
 
     async def _fetch_leaves(
         self, stored: list[StoredPayload], roots: Mapping[int, object]
@@ -733,16 +824,13 @@ class MongoDBCheckpointStorage(CheckpointStorage):
             wanted.update(_named_chunks(stored[index], root))
         return await fetch_chunks(self._collection, self._scope, wanted)
 
-    def _reader(self, stored: StoredPayload, root: object, leaves: Mapping[bytes, object]) -> ChunkReader:
-        """A reader holding the fetched leaves of one checkpoint; an absent one stays absent, so
-        the join reports it missing."""
-        reader = ChunkReader(self._chunk_context, budget=self._options.max_checkpoint_bytes)
-        wanted = _named_chunks(stored, root)
-        while wanted:
-            for address in wanted:
-                if address in leaves:
-                    reader.add(address, leaves[address])
-            wanted = {address for address in reader.wanted(root) if address in leaves}
+    def _reader(self, root: object, leaves: Mapping[bytes, object]) -> ChunkReader:
+        """A reader holding the fetched leaves ``root`` reaches; an absent one stays absent, so the
+        join reports it missing, and a fetched one the root does not reach is never parsed."""
+        reader = ChunkReader(self._chunk_context, root, budget=self._options.max_checkpoint_bytes)
+        while present := sorted(address for address in reader.wanted() if address in leaves):
+            for address in present:
+                reader.add(address, leaves[address])
         return reader
 
     def _chunk_addresses(self, stored: StoredPayload) -> set[bytes]:
@@ -762,17 +850,24 @@ class MongoDBCheckpointStorage(CheckpointStorage):
 
     async def _requested_page(
         self, projection: Mapping[str, int], workflow_name: object, cursor: object, limit: object
-    ) -> tuple[list[Document], int]:
-        """Check a page request (no I/O), then fetch its documents: (documents, page size)."""
+    ) -> tuple[list[Document], int, LedgerCheck | None]:
+        """Check a page request (no I/O), then fetch its documents: (documents, page size, the
+        ledger they were read against)."""
         self._require_workflow(workflow_name)
         size = resolve_limit(limit, self._options)
         after = None if cursor is None else decode_cursor(self._scope, cursor)
-        return await self._fetch_page(projection, after=after, limit=size), size
+        check = await self._ledger_check()
+        return await self._fetch_page(projection, check, after=after, limit=size), size, check
 
     async def _fetch_page(
-        self, projection: Mapping[str, int], *, after: PagePosition | None, limit: int
+        self,
+        projection: Mapping[str, int],
+        check: LedgerCheck | None,
+        *,
+        after: PagePosition | None,
+        limit: int,
     ) -> list[Document]:
-        query = page_filter(self._scope, None if after is None else after.sequence)
+        query = page_filter(self._scope, None if after is None else after.sequence, _condition(check))
         with translated_driver_errors(operation="read", action="read a page of checkpoints"):
             count_round_trip()  # find() sends nothing; to_list() sends the query, once
             cursor = self._collection.find(
@@ -791,15 +886,17 @@ class MongoDBCheckpointStorage(CheckpointStorage):
             )
             return await cursor.to_list(limit)
 
-    async def _pages(self, projection: Mapping[str, int], *, limit: int) -> AsyncIterator[list[Document]]:
-        """Every page of the run, one bounded request at a time.
+    async def _pages(
+        self, projection: Mapping[str, int], check: LedgerCheck | None, *, limit: int
+    ) -> AsyncIterator[list[Document]]:
+        """Every page of the run (its live checkpoints, with a ledger), one bounded request at a time.
 
         A yielded page is emptied when the consumer asks for the next one, so at most one page of
         raw documents is alive while the next is fetched.
         """
         after: PagePosition | None = None
         while True:
-            documents = await self._fetch_page(projection, after=after, limit=limit)
+            documents = await self._fetch_page(projection, check, after=after, limit=limit)
             following = page_position_of(documents[-1]) if len(documents) == limit else None
             yield documents
             documents.clear()
@@ -833,6 +930,10 @@ class _ClientLifetime:
 def _named_chunks(stored: StoredPayload, root: object) -> set[bytes]:
     """The chunks a chunked checkpoint names: its root's references and its nested hint."""
     return set(references(root)) | set(stored.nested)
+
+
+def _condition(check: LedgerCheck | None) -> dict[str, Any]:
+    return {} if check is None else check.sequence_condition()
 
 
 def _require_checkpoint_id(checkpoint_id: object) -> str:

@@ -652,10 +652,9 @@ def _references() -> list[ChunkEntry]:
         ChunkEntry("chain-doubling-40-levels", _chain(40, fan=2), match="exceed the checkpoint size limit"),
         ChunkEntry("chain-9-levels-hinted", _chain(9), expect="either", state={"x": _nested_value(10)}),
         ChunkEntry("chain-9-levels-unhinted", _chain(9, hint=False), match="missing"),
-        ChunkEntry("chain-150-levels-hinted", _chain(150), match="nested more than 100"),
-        # Where the join's recursion runs out depends on the interpreter (3.12+ grew the stack it
-        # allows): either the join refuses it as too deep, or the rebuild does, past 100 levels.
-        ChunkEntry("chain-400-levels-hinted", _chain(400), match="nested"),
+        ChunkEntry("chain-150-levels-hinted", _chain(150), match="nest too deeply"),
+        # Refused level by level, past MAX_NESTING, before the join or the rebuild recurse.
+        ChunkEntry("chain-400-levels-hinted", _chain(400), match="nest too deeply"),
         ChunkEntry("root-5000-lists-deep-no-reference", _deep_root(5000), match="nested too deeply"),
         ChunkEntry(
             "root-holds-itself",
@@ -765,10 +764,20 @@ def _deflate(data: bytes, wbits: int) -> bytes:
 def _leaves() -> list[ChunkEntry]:
     budget_plus = CAP + 1
     entries = [
-        ChunkEntry("bomb-list-leaf", _bomb("l", budget_plus), match="larger than the checkpoint size limit"),
-        ChunkEntry("bomb-bytes-leaf", _bomb("b", budget_plus), match="larger than the checkpoint size limit"),
         ChunkEntry(
-            "bomb-str-leaf", _bomb("s", 64 * budget_plus), match="larger than the checkpoint size limit"
+            "bomb-list-leaf",
+            _bomb("l", budget_plus),
+            match="decompress to more than the checkpoint size limit",
+        ),
+        ChunkEntry(
+            "bomb-bytes-leaf",
+            _bomb("b", budget_plus),
+            match="decompress to more than the checkpoint size limit",
+        ),
+        ChunkEntry(
+            "bomb-str-leaf",
+            _bomb("s", 64 * budget_plus),
+            match="decompress to more than the checkpoint size limit",
         ),
         ChunkEntry(
             "bomb-under-the-limit-repeated",
@@ -1103,8 +1112,43 @@ async def prepare_foreign() -> None:
             )
 
 
+def beside_intact_root(body: bytes, kind: str = "l") -> Callable[[Forge], None]:
+    """A well-addressed leaf holding ``body``, named only by the checkpoint's ``nested_chunks``
+    hint, its signed root left as it is (issue 19: the hint was unsigned, so this leaf reached
+    the unpickler of a signed storage). The root never reaches it: no load may parse it."""
+
+    def build(forge: Forge) -> None:
+        address = forge.leaf(kind, body)
+        hint = bytes(forge.base.root_document.get("nested_chunks") or b"")
+        forge.plant.set_fields["nested_chunks"] = hint + address
+
+    return build
+
+
+def _beside_intact_root() -> list[ChunkEntry]:
+    classics = [entry for entry in corpus.CORPUS if entry.family == "classics" and not entry.isolate]
+    return [
+        ChunkEntry(
+            f"hint-beside-intact-root-{entry.name}",
+            beside_intact_root(entry.payload),
+            expect="either",
+            state=base_state(),
+            needs_chunks=True,
+        )
+        for entry in classics[:: max(1, len(classics) // 12)]
+    ]
+
+
 def build_chunk_corpus() -> list[ChunkEntry]:
-    entries = [*_exec_entries(), *_references(), *_leaves(), *_documents(), *_formats(), *_foreign()]
+    entries = [
+        *_exec_entries(),
+        *_references(),
+        *_leaves(),
+        *_documents(),
+        *_formats(),
+        *_foreign(),
+        *_beside_intact_root(),
+    ]
     names = [entry.name for entry in entries]
     repeated = sorted({name for name in names if names.count(name) > 1})
     if repeated:

@@ -1851,6 +1851,8 @@ class UnpickleRecorder:
     def __init__(self) -> None:
         self.calls: list[str] = []
         self.payloads: list[bytes] = []
+        self.inflated: list[bytes] = []
+        """Every chunk's stored bytes handed to zlib (the chunk decompressor)."""
 
     def saw(self, payload: bytes) -> bool:
         return payload in self.payloads
@@ -1893,6 +1895,18 @@ class UnpickleRecorder:
         try:
             patch(codec_module, "load_tree", load_tree)
             patch(rebuild_module, "load_tree", load_tree)
+            from agent_framework_mongodb.checkpoints.codec import chunks as chunks_module
+
+            patch(chunks_module, "load_tree", load_tree)
+            real_decompress = chunks_module._decompress
+            inflated = self.inflated
+
+            def decompress(data: bytes, budget: int) -> bytes:
+                calls.append("zlib")
+                inflated.append(bytes(data))
+                return real_decompress(data, budget)
+
+            patch(chunks_module, "_decompress", decompress)
             patch(CheckpointCodec, "decode", decode)
             closed = getattr(rebuild_module, "_ClosedUnpickler", None)
             if isinstance(closed, type):

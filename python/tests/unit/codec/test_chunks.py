@@ -23,7 +23,7 @@ from agent_framework_mongodb.checkpoints.codec.chunks import (
 )
 from agent_framework_mongodb.checkpoints.codec.rebuild import rebuild_tree
 from agent_framework_mongodb.checkpoints.codec.rules import TypeResolver
-from agent_framework_mongodb.checkpoints.codec.walk import walk_value
+from agent_framework_mongodb.checkpoints.codec.walk import MAX_NESTING, walk_value
 from agent_framework_mongodb.errors import MongoDBMappingError, MongoDBSerializationError
 
 CONTEXT = b"scope-a/tree-chunks/v1"
@@ -47,14 +47,14 @@ def conversation_tree(turns: int) -> Any:
 def join(split: SplitTree, *, context: bytes = CONTEXT, budget: int = BUDGET) -> Any:
     """What a load does: fetch what the root wants, level by level, then join."""
     stored = {chunk.address: chunk.data for chunk in split.chunks}
-    reader = ChunkReader(context, budget=budget)
-    while wanted := reader.wanted(split.root):
+    reader = ChunkReader(context, split.root, budget=budget)
+    while wanted := reader.wanted():
         for address in wanted:
             if address in stored:
                 reader.add(address, stored[address])
             else:
-                return reader.join(split.root)  # let the join report what is missing
-    return reader.join(split.root)
+                return reader.join()  # let the join report what is missing
+    return reader.join()
 
 
 def addresses(split: SplitTree) -> set[bytes]:
@@ -121,15 +121,15 @@ def test_large_strings_and_bytes_become_pieces_even_inside_leaves() -> None:
     tree = {"items": items, "alone": text}
 
     split = Chunker(CONTEXT, split_above=4096, leaf_bytes=8192).split(tree)
-    reader = ChunkReader(CONTEXT, budget=BUDGET)
+    reader = ChunkReader(CONTEXT, split.root, budget=BUDGET)
     stored = {chunk.address: chunk.data for chunk in split.chunks}
     levels = 0
-    while wanted := reader.wanted(split.root):
+    while wanted := reader.wanted():
         levels += 1
         for address in wanted:
             reader.add(address, stored[address])
 
-    assert reader.join(split.root) == tree
+    assert reader.join() == tree
     assert levels == 2, "pieces inside a list's leaves are a second level"
     assert max(len(chunk.data) for chunk in split.chunks) < 16 * 1024, "compressed pieces of 8 KiB"
 
@@ -184,21 +184,27 @@ def split() -> SplitTree:
     return Chunker(CONTEXT, **SMALL).split(conversation_tree(60))
 
 
+def _direct(split: SplitTree) -> Chunk:
+    """A leaf the root itself references (the first one a load reads)."""
+    direct = set(references(split.root))
+    return next(chunk for chunk in split.chunks if chunk.address in direct)
+
+
 def test_a_modified_leaf_is_refused(split: SplitTree) -> None:
-    chunk = split.chunks[0]
+    chunk = _direct(split)
     damaged = bytearray(chunk.data)
     damaged[len(damaged) // 2] ^= 1
-    reader = ChunkReader(CONTEXT, budget=BUDGET)
+    reader = ChunkReader(CONTEXT, split.root, budget=BUDGET)
 
     with pytest.raises(MongoDBMappingError, match="does not match its address"):
         reader.add(chunk.address, bytes(damaged))
 
 
 def test_a_leaf_of_another_run_is_refused(split: SplitTree) -> None:
-    reader = ChunkReader(b"scope-b/tree-chunks/v1", budget=BUDGET)
+    reader = ChunkReader(b"scope-b/tree-chunks/v1", split.root, budget=BUDGET)
 
     with pytest.raises(MongoDBMappingError, match="another run"):
-        reader.add(split.chunks[0].address, split.chunks[0].data)
+        reader.add(_direct(split).address, _direct(split).data)
 
 
 def test_a_missing_leaf_fails_the_whole_load(split: SplitTree) -> None:
@@ -227,9 +233,9 @@ def _address_for(data: bytes) -> bytes:
 
 def _reading(chunk: Chunk, reference_kind: str = "l") -> Any:
     root = {"value": (REFERENCE_TAG, reference_kind, [chunk.address])}
-    reader = ChunkReader(CONTEXT, budget=BUDGET)
+    reader = ChunkReader(CONTEXT, root, budget=BUDGET)
     reader.add(chunk.address, chunk.data)
-    return reader.join(root)
+    return reader.join()
 
 
 class _Evil:
@@ -281,7 +287,7 @@ def test_repeated_dict_entries_are_refused() -> None:
 
 def test_a_decompression_bomb_stops_at_the_budget() -> None:
     chunk = _forged(b"b", b"\x00" * (8 * 1024 * 1024))
-    reader = ChunkReader(CONTEXT, budget=1024 * 1024)
+    reader = ChunkReader(CONTEXT, (REFERENCE_TAG, "b", [chunk.address]), budget=1024 * 1024)
 
     with pytest.raises(MongoDBMappingError, match="size limit"):
         reader.add(chunk.address, chunk.data)
@@ -290,11 +296,11 @@ def test_a_decompression_bomb_stops_at_the_budget() -> None:
 def test_references_repeated_many_times_exhaust_the_budget() -> None:
     chunk = _forged(b"b", b"x" * 1000)
     root = (REFERENCE_TAG, "b", [chunk.address] * 5000)
-    reader = ChunkReader(CONTEXT, budget=1024 * 1024)
+    reader = ChunkReader(CONTEXT, root, budget=1024 * 1024)
     reader.add(chunk.address, chunk.data)
 
     with pytest.raises(MongoDBMappingError, match="size limit"):
-        reader.join(root)
+        reader.join()
 
 
 @pytest.mark.parametrize(
@@ -309,10 +315,8 @@ def test_references_repeated_many_times_exhaust_the_budget() -> None:
     ],
 )
 def test_a_malformed_reference_is_refused(record: tuple[Any, ...]) -> None:
-    reader = ChunkReader(CONTEXT, budget=BUDGET)
-
     with pytest.raises(MongoDBMappingError, match="malformed chunk reference"):
-        reader.wanted({"value": record})
+        ChunkReader(CONTEXT, {"value": record}, budget=BUDGET)
 
 
 def test_an_unjoined_reference_is_refused_by_the_rebuild(split: SplitTree) -> None:
@@ -321,18 +325,26 @@ def test_an_unjoined_reference_is_refused_by_the_rebuild(split: SplitTree) -> No
 
 
 def test_references_nested_too_deeply_are_refused() -> None:
-    reader = ChunkReader(CONTEXT, budget=BUDGET)
-    chunks = []
-    inner: Any = [1]
-    for _ in range(10):
-        chunk = _forged(b"l", _body([inner]))
-        chunks.append(chunk)
-        inner = (REFERENCE_TAG, "l", [chunk.address])
-    for chunk in reversed(chunks[-8:]):
-        reader.wanted(inner)
-        reader.add(chunk.address, chunk.data)
+    def chain(levels: int) -> tuple[Any, dict[bytes, Chunk]]:
+        chunks: dict[bytes, Chunk] = {}
+        inner: Any = [1]
+        for _ in range(levels):
+            chunk = _forged(b"l", _body([inner]))
+            chunks[chunk.address] = chunk
+            inner = (REFERENCE_TAG, "l", [chunk.address])
+        return {"value": inner}, chunks
+
+    def read(levels: int) -> None:
+        root, chunks = chain(levels)
+        reader = ChunkReader(CONTEXT, root, budget=BUDGET)
+        while wanted := reader.wanted():
+            for address in wanted:
+                reader.add(address, chunks[address].data)
+
+    # As deep as a save can nest (MAX_NESTING containers), and no deeper.
+    read(MAX_NESTING)
     with pytest.raises(MongoDBMappingError, match="too deeply"):
-        reader.wanted(inner)
+        read(MAX_NESTING + 1)
 
 
 def test_the_reference_mark_is_how_pickle_writes_the_tag() -> None:
@@ -345,12 +357,14 @@ def test_a_reference_spelled_another_way_stays_unresolved_and_is_refused() -> No
     target = _forged(b"b", b"content")
     # Protocol 3 writes text as BINUNICODE (4-byte length), never SHORT_BINUNICODE: no mark.
     holder = _forged(b"l", _body([(REFERENCE_TAG, "b", [target.address])], protocol=3))
-    reader = ChunkReader(CONTEXT, budget=BUDGET)
     root = {"items": (REFERENCE_TAG, "l", [holder.address])}
+    reader = ChunkReader(CONTEXT, root, budget=BUDGET)
     reader.add(holder.address, holder.data)
 
-    assert reader.wanted(root) == set()
-    joined = reader.join(root)
+    assert reader.wanted() == set()
+    with pytest.raises(MongoDBMappingError, match="not one its checkpoint references"):
+        reader.add(target.address, target.data)
+    joined = reader.join()
     assert joined["items"][0][0] == (REFERENCE_TAG, "b", [target.address])  # type: ignore[index]
     with pytest.raises(MongoDBMappingError):
         rebuild_tree(joined, TypeResolver(()), check_root=lambda _: None, payload_size=BUDGET)
@@ -594,13 +608,13 @@ def test_join_cost_is_what_the_join_charges(tree: dict[str, Any]) -> None:
     root = pickle.loads(pickle.dumps(split.root, protocol=5))
     cost = join_cost(split.root, split.chunks)
     for budget, joins in ((cost, True), (cost - 1, False)):
-        reader = ChunkReader(CONTEXT, budget=budget)
-        while wanted := reader.wanted(root):
+        reader = ChunkReader(CONTEXT, pickle.loads(pickle.dumps(root, protocol=5)), budget=budget)
+        while wanted := reader.wanted():
             for chunk in split.chunks:
                 if chunk.address in wanted:
                     reader.add(chunk.address, chunk.data)
         if joins:
-            assert reader.join(pickle.loads(pickle.dumps(split.root, protocol=5))) == tree
+            assert reader.join() == tree
         else:
             with pytest.raises(MongoDBMappingError, match="size limit"):
-                reader.join(pickle.loads(pickle.dumps(split.root, protocol=5)))
+                reader.join()

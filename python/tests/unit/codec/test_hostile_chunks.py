@@ -216,6 +216,8 @@ def _judge_signed(
     for operation, outcome in outcomes.items():
         if plant.root is not None:  # the signed payload was replaced
             assert isinstance(outcome.error, MongoDBIntegrityError), f"{name}: signed {operation}: {outcome}"
+        elif plant.touches_root:  # an envelope field: a version gate, or the signature, refuses it
+            assert isinstance(outcome.error, MongoDBMappingError), f"{name}: signed {operation}: {outcome}"
         elif unsigned_refused:
             assert outcome.error is not None, f"{name}: signed {operation} loaded it"
         else:
@@ -225,6 +227,10 @@ def _judge_signed(
         real.discard(bytes(base.root_document["checkpoint"]))
     foreign = [payload for payload in recorder.payloads if payload not in real]
     assert not foreign, f"{name}: a signed storage unpickled bytes it did not write: {foreign[:2]}"
+    # Verify, then parse: no chunk bytes but the run's own reach zlib either.
+    stored = {bytes(chunk["data"]) for chunk in base.chunks}
+    inflated = [data for data in recorder.inflated if data not in stored]
+    assert not inflated, f"{name}: a signed storage decompressed {len(inflated)} chunks it did not write"
 
 
 # -- the chunk corpus ---------------------------------------------------------------------------
@@ -384,6 +390,7 @@ def test_a_million_hinted_addresses_are_parsed_in_bounded_time() -> None:
         "payload_format": "tree-chunks/v1",
         "idempotency_hash_version": 3,
         "checkpoint_id": BASE_ID,
+        "sequence": 1,
         "checkpoint": b"x",
         "payload_checksum": payload_checksum(b"x"),
     }
@@ -612,3 +619,73 @@ async def test_a_checkpoint_a_save_accepts_loads_again(collection: InMemoryColle
     varied = corpus.base_checkpoint({"ints": list(range(60_000))})
     await storage.save(varied)
     assert (await storage.load(BASE_ID)).state == varied.state
+
+
+# -- verify, then parse: hinted bombs beside an intact root, in a child process ---------------------
+
+_HINTED_BOMBS_CHILD: Final = """
+import asyncio, json, resource, sys, time
+resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+from agent_framework_mongodb import MongoDBCheckpointStorage
+from agent_framework_mongodb.testing import InMemoryMongoClient
+from tests.unit.codec import chunk_corpus as chunks
+from tests.unit.codec import hostile_corpus as corpus
+
+BY_NAME = {entry.name: entry for entry in corpus.CORPUS}
+BOMBS = {
+    "deep-tuple-dict-key-200k": BY_NAME["deep-tuple-dict-key-200k"].payload,
+    "colliding-raw-set-20k": BY_NAME["colliding-raw-set-20k"].payload,
+    "memo-index-4g": b"\\x80\\x05N" + b"r" + (0xFFFFFFF0).to_bytes(4, "little") + b".",
+    "five-million-empty-lists": b"\\x80\\x05](" + b"]" * 5_000_000 + b"e.",
+}
+
+async def main():
+    client = InMemoryMongoClient()
+    results = {}
+    for name, body in BOMBS.items():
+        for signed in (False, True):
+            collection = client["h"][f"{name}-{signed}"]
+            opts = chunks.options(signed=signed)
+            base = await chunks.load_base(collection, opts)
+            forge = chunks.Forge(base)
+            chunks.beside_intact_root(body)(forge)
+            await chunks.apply_plant(collection, base, forge.plant)
+            storage = MongoDBCheckpointStorage(collection, options=opts)
+            started = time.perf_counter()
+            try:
+                loaded = await storage.load(chunks.BASE_ID)
+                outcome = "loaded" if loaded.state == chunks.base_state() else "other state"
+            except BaseException as error:
+                outcome = type(error).__name__
+            results[f"{name}:{signed}"] = [outcome, round(time.perf_counter() - started, 3)]
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+    sys.stdout.write("RESULT " + json.dumps({"results": results, "peak_mb": peak_mb}) + "\\n")
+
+asyncio.run(main())
+"""
+
+
+def test_hinted_bombs_beside_an_intact_root_are_never_parsed(tmp_path: Path) -> None:
+    """The four outcomes issue 19 found in a signed storage (SIGSEGV, MemoryError, seconds of CPU,
+    gigabytes resident), planted as a hinted leaf beside an intact root: a signed storage refuses
+    the document (the hint is signed), an unsigned one loads the real checkpoint and never parses
+    the leaf, both quickly and within a 2 GiB address space."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(PYTHON_DIR), os.environ.get("PYTHONPATH", "")])}
+    result = subprocess.run(  # noqa: S603 - the interpreter running the tests, fixed arguments
+        [sys.executable, "-c", _HINTED_BOMBS_CHILD],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, (result.returncode, result.stderr[-2000:])
+    (line,) = result.stdout.splitlines()
+    report = json.loads(line[len("RESULT ") :])
+    assert len(report["results"]) == 8
+    for key, (outcome, seconds) in report["results"].items():
+        signed = key.endswith(":True")
+        assert outcome == ("MongoDBIntegrityError" if signed else "loaded"), (key, outcome)
+        assert seconds < READ_SECONDS, (key, seconds)
+    assert report["peak_mb"] < 1024, report

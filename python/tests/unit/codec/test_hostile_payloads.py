@@ -205,8 +205,12 @@ async def _refusals(storage: MongoDBCheckpointStorage, good: bytes | None) -> li
                 pass
             except BaseException as error:
                 wrong.append(f"{operation} raised {type(error).__name__}")
-        if await storage.list_checkpoint_ids(workflow_name=WORKFLOW) != [GOOD_ID, BASE_ID]:
-            wrong.append("list_checkpoint_ids changed")
+        # A signed storage lists only ids whose envelopes verify: the listing refuses it too.
+        try:
+            await storage.list_checkpoint_ids(workflow_name=WORKFLOW)
+            wrong.append("list_checkpoint_ids accepted it")
+        except MongoDBIntegrityError:
+            pass
     seen = [payload for payload in recorder.payloads if payload != good]
     if seen or (good is None and recorder.calls):
         wrong.append(f"the load path ran before the signature check: {recorder.calls}")
@@ -631,7 +635,9 @@ def test_isolated_unsigned_loads(entry: Entry) -> None:
     died_in = expected[len(unsigned)] if len(unsigned) < len(expected) else "teardown"
     assert returncode is not None, f"timed out after {ISOLATED_TIMEOUT} s in {died_in}"
     assert entry.residual is not None, f"the child died ({returncode}) in {died_in}"
-    assert returncode == -signal.SIGSEGV, f"the child died with {returncode} in {died_in}"
+    # The C stack overflows: SIGSEGV, or, when the kernel cannot grow the stack under the child's
+    # 1 GiB address-space limit on a loaded machine, the interpreter's fatal exit (255).
+    assert returncode in (-signal.SIGSEGV, 255), f"the child died with {returncode} in {died_in}"
     # The documented residual risk: without signing keys this payload kills the process. The test
     # above proves that a signed storage refuses the same bytes before the unpickler sees them.
     pytest.xfail(f"residual risk without signing keys: SIGSEGV in {died_in} ({entry.residual})")

@@ -112,6 +112,13 @@ def serving_index(shape: Shape, indexes: list[Index]) -> str | None:
     """The name of an index that serves ``shape`` (rules in the module docstring), or ``None``."""
     if _locale_only(shape.collation) is None:
         return None
+    if set(shape.filter) == {"$or"}:
+        # Each branch is planned on its own (an OR of index scans): every one must be served.
+        branches = [
+            serving_index(dataclasses.replace(shape, filter=branch), indexes)
+            for branch in shape.filter["$or"]
+        ]
+        return None if None in branches else "+".join(sorted({str(name) for name in branches}))
     fields = {
         key: value
         for key, value in shape.filter.items()
@@ -233,6 +240,30 @@ async def capture() -> tuple[list[Shape], list[Index], RecordingCollection]:  # 
     for index in range(3):
         await chunking.save(_checkpoint(f"cp-chunked-{index}", note=str(index) * 40_000))
 
+    # A signed storage reads the run's ledger (with the checkpoint, for a load), records deletions
+    # and prune cut-offs on the counter, and filters pages by the ledger's live sequences.
+    signed = MongoDBCheckpointStorage(
+        proxy,
+        options=dataclasses.replace(options, session_id="run-signed", signing_keys=[b"k" * 32], keep_last=2),
+    )
+    proxy.operation = "save"
+    for index in range(4):
+        await signed.save(_checkpoint(f"cp-signed-{index}"))
+    proxy.operation = "delete"
+    assert await signed.delete("cp-signed-2")
+    proxy.operation = "load"
+    await signed.load("cp-signed-3")
+    proxy.operation = "get_latest"
+    await signed.get_latest(workflow_name=WORKFLOW)
+    proxy.operation = "list_checkpoints"
+    await signed.list_checkpoints(workflow_name=WORKFLOW)
+    proxy.operation = "list_checkpoint_ids"
+    await signed.list_checkpoint_ids(workflow_name=WORKFLOW)
+    proxy.operation = "list_checkpoint_page"
+    await signed.list_checkpoint_page(workflow_name=WORKFLOW)
+    proxy.operation = "list_checkpoint_summaries"
+    await signed.list_checkpoint_summaries(workflow_name=WORKFLOW)
+
     proxy.operation = "clear_run"
     await storage.clear_run()
 
@@ -296,6 +327,11 @@ async def test_capture_is_not_vacuous(captured: tuple[list[Shape], list[Index], 
     ), "no keep_last prune captured"
     served_by = {serving_index(shape, indexes) for shape in shapes}
     assert {"_id_", "checkpoint_scope_sequence", "checkpoint_run_activity"} <= served_by
+    assert any("$or" in shape.filter for shape in shapes), "no signed load (checkpoint and ledger)"
+    assert any(
+        isinstance(shape.filter.get("sequence"), dict) and "$nin" in shape.filter["sequence"]
+        for shape in shapes
+    ), "no signed page filtered by the ledger"
     assert any(shape.operation == "list_runs" and "$nor" in shape.filter for shape in shapes), "no run page"
     distinct = {
         (shape.method, tuple(shape.filter), shape.sort, tuple(shape.projection or ())) for shape in shapes
@@ -344,6 +380,17 @@ async def test_checker_rejects_a_missing_or_other_collation(
     for shape in (page, by_id):
         assert serving_index(dataclasses.replace(shape, collation=None), indexes) is None
         assert serving_index(dataclasses.replace(shape, collation={"locale": "en"}), indexes) is None
+
+
+async def test_checker_rejects_an_or_with_a_branch_no_index_serves(
+    captured: tuple[list[Shape], list[Index], RecordingCollection],
+) -> None:
+    shapes, indexes, _ = captured
+    combined = next(shape for shape in shapes if "$or" in shape.filter)
+    assert serving_index(combined, indexes) == "_id_"
+    first, second = combined.filter["$or"]
+    unserved = {key: value for key, value in second.items() if key != "_id"}
+    assert serving_index(dataclasses.replace(combined, filter={"$or": [first, unserved]}), indexes) is None
 
 
 async def test_checker_rejects_a_range_or_prefix_the_index_cannot_use(

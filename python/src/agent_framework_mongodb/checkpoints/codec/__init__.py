@@ -219,15 +219,15 @@ class CheckpointCodec:
         _require_checksum(payload, checksum)
         return load_tree(payload)
 
-    def decode_chunked(self, root: object, reader: ChunkReader, *, root_bytes: int) -> WorkflowCheckpoint:
-        """Join a chunked root (from :meth:`open_chunked`) with its verified leaves, then validate
-        and rebuild the whole tree as :meth:`decode` does.
+    def decode_chunked(self, reader: ChunkReader, *, root_bytes: int) -> WorkflowCheckpoint:
+        """Join a chunked root (from :meth:`open_chunked`) with the verified leaves its reader
+        holds, then validate and rebuild the whole tree as :meth:`decode` does.
 
         Raises:
             MongoDBMappingError: A leaf is missing, malformed or over the reader's budget, or the
                 joined tree is not one a save would have written.
         """
-        tree = reader.join(root)
+        tree = reader.join()
         return self._rebuild(tree, root_bytes + reader.joined_bytes)
 
     def _rebuild(self, tree: object, payload_size: int) -> WorkflowCheckpoint:

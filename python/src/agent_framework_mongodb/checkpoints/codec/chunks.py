@@ -62,6 +62,7 @@ from typing import Any, Final, cast
 
 from ...errors import MongoDBMappingError, MongoDBSerializationError
 from .rebuild import load_tree
+from .walk import MAX_NESTING
 
 # type() spelled so the type checkers see type[Any], as in walk.py.
 _type_of: Callable[[object], type[Any]] = type
@@ -111,7 +112,9 @@ _U32: Final = struct.Struct(">I")
 _REFERENCE_COST: Final = 64
 """Budget charged per reference joined, besides its bytes, so that many references to one tiny leaf
 still exhaust the budget."""
-_MAX_LEVELS: Final = 8
+_MAX_LEVELS: Final = MAX_NESTING
+"""Leaves referencing leaves: a split nests references no deeper than the tree's containers, which
+the walk bounds by ``MAX_NESTING``, so a load accepts as many levels as a save can write."""
 _RECORD_ARITY: Final = 3
 _CONTAINERS: Final = frozenset({tuple, list, dict})
 _PAIR: Final = 2
@@ -561,57 +564,83 @@ class _Leaf:
 
 
 class ChunkReader:
-    """Collects stored leaves for one checkpoint and joins its root with them.
+    """Collects stored leaves for one checkpoint's root and joins them into it.
 
     Args:
         context: The context the leaves were addressed in (this run's scope and format).
-        budget: Most bytes the joined checkpoint may decompress, over every reference.
+        root: The checkpoint's root, as :meth:`CheckpointCodec.open_chunked` returned it.
+        budget: Most bytes the checkpoint's leaves may decompress to, all of them together; the
+            join charges every reference against the same amount again.
 
-    Leaves are verified and parsed as they are added, so :meth:`wanted` can name the addresses
-    that the added leaves reference in turn (at most 8 levels). A reader joins one root, once:
-    the join splices the parsed leaves into it in place.
+    Only a leaf the root *reaches* is accepted: one it references, or one a leaf accepted before
+    references. So whatever else a fetch returned (a hint names addresses; a collection writer can
+    plant documents at addresses computed from public inputs) never reaches zlib or the
+    unpickler: a leaf is verified against an address the root's own bytes named, then
+    decompressed, then parsed. Leaves nest at most ``MAX_NESTING`` levels. A reader joins its root once: the
+    join splices the parsed leaves into it in place.
     """
 
-    __slots__ = ("_budget", "_context", "_leaves", "_levels", "_referenced", "joined_bytes")
+    __slots__ = (
+        "_budget",
+        "_context",
+        "_inflated",
+        "_leaves",
+        "_levels",
+        "_reachable",
+        "_root",
+        "joined_bytes",
+    )
 
-    def __init__(self, context: bytes, *, budget: int) -> None:
+    def __init__(self, context: bytes, root: object, *, budget: int) -> None:
         self._context = context
+        self._root = root
         self._budget = budget
         self._leaves: dict[bytes, _Leaf] = {}
         self._levels = 0
-        # What the added leaves reference, gathered once as each is added.
-        self._referenced: set[bytes] = set()
+        self._reachable: set[bytes] = set(references(root))
+        self._inflated = 0
         self.joined_bytes = 0
         """Decompressed bytes of the leaves added so far (each once)."""
 
     def add(self, address: object, data: object) -> None:
-        """Verify a fetched leaf against its address and parse it.
+        """Verify a fetched leaf against its address, decompress it within what is left of the
+        budget, and parse it.
 
         Raises:
-            MongoDBMappingError: The bytes do not match the address, do not decompress within
-                the budget, or do not hold a leaf this codec writes.
+            MongoDBMappingError: The root reaches no leaf at this address (yet), or the bytes do
+                not match the address, do not decompress within the budget, or do not hold a leaf
+                this codec writes.
         """
-        leaf = _load_leaf(self._context, self._budget, address, data)
-        if address not in self._leaves:
-            self.joined_bytes += len(leaf.body)
-        self._leaves[cast("bytes", address)] = leaf
+        if type(address) is not bytes or type(data) is not bytes:
+            raise MongoDBMappingError("A stored checkpoint chunk lacks its address or data.")
+        if address in self._leaves:
+            return
+        if address not in self._reachable:
+            raise MongoDBMappingError("A stored checkpoint chunk is not one its checkpoint references.")
+        leaf = _load_leaf(self._context, self._budget - self._inflated, address, data)
+        self._inflated += len(leaf.body) + 1
+        self.joined_bytes += len(leaf.body)
+        self._leaves[address] = leaf
         for element in leaf.elements:
             if element.may_reference:
-                self._referenced.update(references(element.tree))
+                self._reachable.update(references(element.tree))
 
-    def wanted(self, root: object) -> set[bytes]:
-        """Addresses that ``root`` or the added leaves reference and that were not added yet.
+    def wanted(self) -> set[bytes]:
+        """Addresses the root reaches, directly or through the added leaves, not added yet.
 
         Raises:
-            MongoDBMappingError: Leaves reference leaves more than 8 levels deep.
+            MongoDBMappingError: Leaves reference leaves more than ``MAX_NESTING`` levels deep.
         """
-        self._levels += 1
-        if self._levels > _MAX_LEVELS:
-            raise MongoDBMappingError("A stored checkpoint's chunks nest too deeply.")
-        return (set(references(root)) | self._referenced) - self._leaves.keys()
+        wanted = self._reachable - self._leaves.keys()
+        if wanted:
+            # Each call that names leaves is one level deeper than the leaves added before it.
+            self._levels += 1
+            if self._levels > _MAX_LEVELS:
+                raise MongoDBMappingError("A stored checkpoint's chunks nest too deeply.")
+        return wanted
 
-    def join(self, root: object) -> object:
-        """``root`` with every reference replaced by its leaves' content, spliced in place.
+    def join(self) -> object:
+        """The root with every reference replaced by its leaves' content, spliced in place.
 
         Raises:
             MongoDBMappingError: A referenced leaf is missing or of another kind, an entry or
@@ -622,7 +651,7 @@ class ChunkReader:
         # deeper than the interpreter's stack (the rebuild would refuse it past MAX_NESTING
         # anyway) must end as the rebuild's does, not as a RecursionError.
         try:
-            return _Joiner(self._leaves, self._budget).splice(root)
+            return _Joiner(self._leaves, self._budget).splice(self._root)
         except RecursionError:
             raise MongoDBMappingError("A stored checkpoint's chunked tree is nested too deeply.") from None
 
@@ -645,6 +674,11 @@ def _load_leaf(context: bytes, budget: int, address: object, data: object) -> _L
 
 
 def _decompress(data: bytes, budget: int) -> bytes:
+    # zlib reads a max_length of 0 as "no limit", so an exhausted budget is refused first.
+    if budget < 1:
+        raise MongoDBMappingError(
+            "A stored checkpoint's chunks decompress to more than the checkpoint size limit."
+        )
     inflater = zlib.decompressobj()
     try:
         raw = inflater.decompress(data, budget + 1)
@@ -652,8 +686,8 @@ def _decompress(data: bytes, budget: int) -> bytes:
         raise MongoDBMappingError("A stored checkpoint chunk does not decompress.") from error
     if len(raw) > budget or inflater.unconsumed_tail or not inflater.eof or inflater.unused_data:
         raise MongoDBMappingError(
-            "A stored checkpoint chunk is larger than the checkpoint size limit, truncated, or followed "
-            "by other bytes."
+            "A stored checkpoint's chunks decompress to more than the checkpoint size limit, or a chunk "
+            "is truncated or followed by other bytes."
         )
     if not raw:
         raise MongoDBMappingError("A stored checkpoint chunk is empty.")

@@ -1,12 +1,11 @@
-"""Signed payloads: an HMAC-SHA256 over a payload and the identity of the document it is in.
+"""The keyed MAC behind signed checkpoints: HMAC-SHA256 with the first key, verified with any.
 
-The checksum detects corruption; whoever can rewrite a payload can rewrite its checksum too.
-With ``signing_keys`` set, every stored payload also carries a signature that only holders of a
-key can compute, over its bytes *and* the document's identity (scope discriminator, checkpoint
-id, format versions), so an edited payload, an unsigned one, or a signed one moved to another
-run or tenant is refused before a single byte is unpickled. The first key signs and every key
-verifies, so keys rotate by putting the new key first and dropping the old one once no stored
-checkpoint needs it.
+The checksum detects corruption; whoever can rewrite a payload can rewrite its checksum too. With
+``signing_keys`` set, every stored checkpoint also carries a signature that only holders of a key
+can compute. What the signature covers (the envelope fields, among them the payload's checksum)
+is decided by ``checkpoints/signatures.py``; this module only holds the keys and computes and
+compares MACs. The first key signs and every key verifies, so keys rotate by putting the new key
+first and dropping the old one once no stored checkpoint needs it.
 """
 
 from __future__ import annotations
@@ -15,23 +14,12 @@ import hashlib
 import hmac
 from typing import Final
 
-__all__ = ["MIN_KEY_BYTES", "SIGNATURE_ALGORITHM", "PayloadSigner", "signing_context"]
+__all__ = ["MIN_KEY_BYTES", "SIGNATURE_ALGORITHM", "SIGNATURE_BYTES", "PayloadSigner"]
 
 SIGNATURE_ALGORITHM: Final = "hmac-sha256"
+SIGNATURE_BYTES: Final = hashlib.sha256().digest_size
 MIN_KEY_BYTES: Final = 32
 """Shortest key accepted: the output size of SHA-256, as RFC 2104 recommends for HMAC keys."""
-
-_CONTEXT_HEADER: Final = b"AFM-SIGNATURE/1\n"
-
-
-def signing_context(*parts: str | int) -> bytes:
-    """Encode the document identity a signature covers; each part is length-prefixed."""
-    out = bytearray(_CONTEXT_HEADER)
-    for part in parts:
-        data = str(part).encode("utf-8", "surrogatepass")
-        out += len(data).to_bytes(4, "big")
-        out += data
-    return bytes(out)
 
 
 class PayloadSigner:
@@ -51,22 +39,20 @@ class PayloadSigner:
     def __repr__(self) -> str:
         return f"PayloadSigner(<{len(self._keys)} key(s)>)"
 
-    def sign(self, context: bytes, payload: bytes) -> bytes:
-        """Return the signature of ``payload`` in ``context`` with the signing (first) key."""
-        return _mac(self._keys[0], context, payload)
+    def sign(self, message: bytes) -> bytes:
+        """Return the signature of ``message`` with the signing (first) key."""
+        return _mac(self._keys[0], message)
 
-    def verify(self, context: bytes, payload: bytes, signature: object) -> bool:
-        """Whether ``signature`` is a signature of ``payload`` in ``context`` by any key."""
-        if type(signature) is not bytes or len(signature) != hashlib.sha256().digest_size:
+    def verify(self, message: bytes, signature: object) -> bool:
+        """Whether ``signature`` is a signature of ``message`` by any key."""
+        if type(signature) is not bytes or len(signature) != SIGNATURE_BYTES:
             return False
         # Every key is tried, so the time taken says nothing about which key matched.
         matched = False
         for key in self._keys:
-            matched |= hmac.compare_digest(_mac(key, context, payload), signature)
+            matched |= hmac.compare_digest(_mac(key, message), signature)
         return matched
 
 
-def _mac(key: bytes, context: bytes, payload: bytes) -> bytes:
-    mac = hmac.new(key, context, hashlib.sha256)
-    mac.update(payload)
-    return mac.digest()
+def _mac(key: bytes, message: bytes) -> bytes:
+    return hmac.new(key, message, hashlib.sha256).digest()
