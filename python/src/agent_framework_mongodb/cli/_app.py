@@ -12,6 +12,7 @@ from ._indexes import indexes
 from ._prune import prune
 from ._runs import runs
 from ._show import show
+from ._sign_run import sign_run_command
 
 __all__ = ["cli"]
 
@@ -41,3 +42,4 @@ cli.add_command(checkpoints)
 cli.add_command(show)
 cli.add_command(clear)
 cli.add_command(prune)
+cli.add_command(sign_run_command)

@@ -265,3 +265,74 @@ def test_without_the_extra_the_command_says_how_to_install_it() -> None:
     )
     assert completed.returncode == 2
     assert INSTALL_HINT in completed.stderr
+
+
+# -- sign-run: moving a run onto signing ----------------------------------------------------------
+
+
+def test_sign_run_signs_an_unsigned_run_after_a_dry_run(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import base64
+    import secrets
+
+    from agent_framework_mongodb import MongoDBIntegrityError
+
+    ids = save_run(engine, 3)
+    key = secrets.token_bytes(32)
+    monkeypatch.setenv("AGENT_FRAMEWORK_MONGODB_SIGNING_KEYS", base64.b64encode(key).decode())
+    signed = engine.storage(signing_keys=[key])
+    with pytest.raises(MongoDBIntegrityError):
+        asyncio.run(signed.load(ids[0]))
+
+    scope = ("--tenant", TENANT, "--application", APPLICATION, "--workflow", WORKFLOW)
+    dry = engine.invoke("sign-run", *scope, SESSION)
+    assert dry.exit_code == 0, dry.output
+    assert "3 checkpoint(s) would sign, 0 already signed; pass --yes" in dry.stdout
+    with pytest.raises(MongoDBIntegrityError):  # a dry run writes nothing
+        asyncio.run(signed.load(ids[0]))
+
+    done = engine.invoke("sign-run", *scope, "--yes", SESSION)
+    assert done.exit_code == 0, done.output
+    assert "3 checkpoint(s) signed" in done.stdout
+    assert [c.checkpoint_id for c in asyncio.run(signed.list_checkpoints(workflow_name=WORKFLOW))] == ids
+    again = engine.invoke("sign-run", *scope, "--yes", SESSION)
+    assert "0 checkpoint(s) signed, 3 already signed" in again.stdout
+
+
+def test_sign_run_takes_back_a_run_whose_counter_was_deleted(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import base64
+    import secrets
+
+    from agent_framework_mongodb import MongoDBIntegrityError
+    from agent_framework_mongodb.checkpoints.scope import RunScope
+
+    key = secrets.token_bytes(32)
+    monkeypatch.setenv("AGENT_FRAMEWORK_MONGODB_SIGNING_KEYS", base64.b64encode(key).decode())
+    ids = save_run(engine, 2, signing_keys=[key])
+    counter_id = RunScope.from_options(make_options()).counter_document_id
+    asyncio.run(engine.collection.delete_one({"_id": counter_id}))
+    signed = engine.storage(signing_keys=[key])
+    with pytest.raises(MongoDBIntegrityError, match="no counter"):
+        asyncio.run(signed.load(ids[0]))
+
+    done = engine.invoke(
+        "sign-run", "--tenant", TENANT, "--application", APPLICATION, "--workflow", WORKFLOW, "--yes", SESSION
+    )
+    assert done.exit_code == 0, done.output
+    assert (asyncio.run(signed.load(ids[1]))).checkpoint_id == ids[1]
+    saved = asyncio.run(signed.save(make_checkpoint("after")))  # the new counter numbers on
+    assert saved == "after"
+
+
+def test_sign_run_needs_keys(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("AGENT_FRAMEWORK_MONGODB_SIGNING_KEYS", raising=False)
+    result = engine.invoke("sign-run", "--tenant", TENANT, "--workflow", WORKFLOW, SESSION)
+    assert result.exit_code == 2
+    assert "AGENT_FRAMEWORK_MONGODB_SIGNING_KEYS" in result.output
+    monkeypatch.setenv("AGENT_FRAMEWORK_MONGODB_SIGNING_KEYS", "c2hvcnQ=")  # b"short"
+    result = engine.invoke("sign-run", "--tenant", TENANT, "--workflow", WORKFLOW, SESSION)
+    assert result.exit_code == 1
+    assert "at least 32" in result.output
