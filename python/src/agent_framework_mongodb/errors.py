@@ -20,11 +20,13 @@ from __future__ import annotations
 
 from collections.abc import Generator, Mapping
 from contextlib import contextmanager
-from typing import ClassVar, Final, Literal
+from dataclasses import dataclass
+from typing import ClassVar, Final, Literal, cast
 
 from agent_framework import WorkflowCheckpointException
 from bson.errors import BSONError, InvalidDocument
 from pymongo.errors import (
+    BulkWriteError,
     ConfigurationError,
     ConnectionFailure,
     DuplicateKeyError,
@@ -36,6 +38,8 @@ from pymongo.errors import (
 
 __all__ = [
     "DRIVER_ERRORS",
+    "DUPLICATE_KEY_CODES",
+    "BulkFailures",
     "DriverOperation",
     "MongoDBAuthorizationError",
     "MongoDBCapabilityError",
@@ -54,6 +58,7 @@ __all__ = [
     "MongoDBTimeoutError",
     "MongoDBTransientPersistenceError",
     "MongoDBTransientRetrievalError",
+    "bulk_failures",
     "is_transient_driver_error",
     "translate_driver_error",
     "translated_driver_errors",
@@ -216,6 +221,8 @@ _INDEX_MISSING_CODES: frozenset[int] = frozenset({27})
 """IndexNotFound."""
 
 _DOCUMENT_TOO_LARGE_CODES: frozenset[int] = frozenset({10334, 17419, 17420})
+DUPLICATE_KEY_CODES: frozenset[int] = frozenset({11000, 11001, 12582})
+"""E11000 and its legacy spellings, as pymongo's own ``DuplicateKeyError`` mapping knows them."""
 """BSONObjectTooLarge, an update's result over 16 MiB (17419) and an upsert's (17420:
 "Document to upsert is larger than"; src/mongo/db/exec/upsert_stage.cpp, jstests/core/max_doc_size.js).
 The storage inserts checkpoints by upsert, so 17420 is what a server reports for one too large."""
@@ -315,10 +322,10 @@ def _categorize(  # noqa: PLR0911 - one return per category, in order of precede
         return MongoDBIndexMissingError
     if error.timeout or code in _TIMEOUT_CODES:
         return MongoDBTimeoutError
-    if operation == "provision" and isinstance(error, DuplicateKeyError):
+    if operation == "provision" and (isinstance(error, DuplicateKeyError) or code in DUPLICATE_KEY_CODES):
         # A unique index cannot be built over documents that already repeat its key.
         return MongoDBIndexError
-    if isinstance(error, DuplicateKeyError):
+    if isinstance(error, DuplicateKeyError) or code in DUPLICATE_KEY_CODES:
         # The storage resolves duplicate ids itself; one that still escapes is a write race.
         return MongoDBConcurrencyError
     if is_transient_driver_error(error):
@@ -367,9 +374,77 @@ def _server_message_starts(error: PyMongoError | BSONError, prefix: str) -> bool
 
 
 def _error_code(error: PyMongoError | BSONError) -> int | None:
+    if isinstance(error, BulkWriteError):
+        return _bulk_code(error)
     if isinstance(error, OperationFailure):
         return error.code
     return None
+
+
+def _bulk_code(error: BulkWriteError) -> int | None:
+    """The code that decides a bulk's category: its own is 65 (MultipleErrorsOccurred) whatever
+    went wrong, so the codes of its write errors and write-concern errors decide, in this order: a
+    size code (the request was too large: serialization), a write-concern error that a retry may
+    clear (a step-down while replicating: transient), then the first write error, then the first
+    write-concern error."""
+    details = error.details or {}
+    write_codes = [_code_of(entry) for entry in _entries(details, "writeErrors")]
+    concern_codes = [_code_of(entry) for entry in _entries(details, "writeConcernErrors")]
+    for code in write_codes:
+        if code in _DOCUMENT_TOO_LARGE_CODES:
+            return code
+    for code in concern_codes:
+        if code in _TRANSIENT_CODES:
+            return code
+    known = [code for code in (*write_codes, *concern_codes) if code is not None]
+    return known[0] if known else error.code
+
+
+@dataclass(frozen=True, slots=True)
+class BulkFailures:
+    """What a ``BulkWriteError`` holds: each failed statement's code by its index in the bulk,
+    whether a write-concern error was reported, and the bulk's own counts."""
+
+    codes: Mapping[int, int | None]
+    write_concern_failed: bool
+    matched: int
+    upserted: int
+
+
+def bulk_failures(error: BulkWriteError) -> BulkFailures:
+    """Read a ``BulkWriteError``'s details (malformed entries count as unknown codes)."""
+    details = error.details or {}
+    codes: dict[int, int | None] = {}
+    for entry in _entries(details, "writeErrors"):
+        index = entry.get("index")
+        codes[index if isinstance(index, int) else -1] = _code_of(entry)
+    return BulkFailures(
+        codes=codes,
+        write_concern_failed=bool(_entries(details, "writeConcernErrors")),
+        matched=_count_of(details, "nMatched"),
+        upserted=_count_of(details, "nUpserted"),
+    )
+
+
+def _count_of(details: Mapping[str, object], name: str) -> int:
+    value = details.get(name)
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _entries(details: Mapping[str, object], name: str) -> list[Mapping[str, object]]:
+    entries = details.get(name)
+    if not isinstance(entries, list):
+        return []
+    return [
+        cast("Mapping[str, object]", entry)
+        for entry in cast("list[object]", entries)
+        if isinstance(entry, Mapping)
+    ]
+
+
+def _code_of(entry: Mapping[str, object]) -> int | None:
+    code = entry.get("code")
+    return code if isinstance(code, int) and not isinstance(code, bool) else None
 
 
 def _describe(error: PyMongoError | BSONError, code: int | None) -> str:

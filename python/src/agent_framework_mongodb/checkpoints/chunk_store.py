@@ -7,12 +7,19 @@ the stored bytes, so the same bytes in two runs are two documents, and a load ve
 chunk it reads against the address its checkpoint names.
 
 **One round trip per save.** The leaves a save needs go out as one unordered ``bulk_write`` of
-update requests only, which pymongo sends as one ``update`` command (it groups an unordered bulk
-by operation type): an upsert per leaf the storage has not written before (its bytes under
-``$setOnInsert``, so an existing chunk is left as it is), and one ``UpdateMany`` that *touches*
-the leaves it wrote before, moving ``touched_at`` and ``expires_at`` later with ``$max``. A touch
+single-document updates, which pymongo sends as one ``update`` command (it groups an unordered bulk
+by operation type) and, holding no multi-document statement, as a *retryable* write (pymongo
+``bulk.py``: a multi-document update makes a bulk non-retryable), so a failover or network error
+during it is retried by the driver: an upsert per leaf the storage has not written before (its bytes
+under ``$setOnInsert``, so an existing chunk is left as it is), and an ``UpdateOne`` per leaf it wrote
+before that *touches* it, moving ``touched_at`` and ``expires_at`` later with ``$max``. A touch
 that matches fewer chunks than it names means another process removed some: they are written
-again, whole, before the checkpoint that references them is inserted.
+again, whole, before the checkpoint that references them is inserted. An upsert that loses an insert
+race to another writer of the same leaf (E11000 inside the bulk's ``BulkWriteError``; the server
+retries such an upsert itself only when its filter names exactly the unique index's fields,
+``write_ops_exec.cpp``, and the chunk filter also names the scope) means the chunk exists: it is
+written again, which finds and touches it. Any other write error is raised, categorised by the
+codes inside it (``errors.py``).
 
 **Expiry.** A chunk expires no earlier than the latest-expiring checkpoint that references it:
 every save moves it with ``$max`` to its own checkpoint's expiry plus a margin (the TTL monitor
@@ -34,14 +41,22 @@ not yet inserted its checkpoint never loses it.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any, Final
 
-from pymongo import UpdateMany, UpdateOne
+from pymongo import UpdateOne
+from pymongo.errors import BulkWriteError
 
 from .._telemetry import count_payload_bytes, count_round_trip
-from ..errors import MongoDBSerializationError, translated_driver_errors
+from ..errors import (
+    DUPLICATE_KEY_CODES,
+    MongoDBConcurrencyError,
+    MongoDBSerializationError,
+    bulk_failures,
+    translated_driver_errors,
+)
 from .codec.chunks import Chunk
 from .documents import MAX_DOCUMENT_BYTES
 from .driver import CheckpointCollection, Document
@@ -79,6 +94,7 @@ MIN_COLLECTION_GRACE: Final = timedelta(minutes=10)
 """The shortest time a chunk is spared after a save touched it; longer than twice the default
 operation timeout, and than any clock skew between writers worth supporting."""
 _BY_ADDRESS: Final = [("_id", 1)]
+_WRITE_ROUNDS: Final = 3
 TOUCH_WINDOW: Final = timedelta(minutes=15)
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _MEMORY_LIMIT: Final = 100_000
@@ -143,19 +159,38 @@ async def write_chunks(
     expires_at: datetime | None,
     now: datetime,
 ) -> None:
-    """Make every one of ``chunks`` stored for the run, touched now: one round trip, two when a
-    remembered chunk was removed meanwhile. Driver errors are translated."""
-    known = [chunk for chunk in chunks if chunk.address in memory]
-    new = [chunk for chunk in chunks if chunk.address not in memory]
+    """Make every one of ``chunks`` stored for the run, touched now: one round trip; one more
+    when a remembered chunk was removed meanwhile, or another writer inserted a new one first.
+
+    Raises:
+        MongoDBConcurrencyError: Chunks kept vanishing or racing for :data:`_WRITE_ROUNDS` rounds
+            (``retryable``).
+        MongoDBIntegrationError: Other driver errors, translated by the codes inside them.
+    """
+    upserts = [chunk for chunk in chunks if chunk.address not in memory]
+    touches = [chunk for chunk in chunks if chunk.address in memory]
     expiry = PERMANENT_EXPIRY if expires_at is None else window_end(expires_at + CHUNK_EXPIRY_MARGIN)
     touched_at = window_end(now)
-    requests = _requests(scope, new, known, expiry=expiry, now=touched_at)
-    touched = await _write(collection, requests, len(new))
-    count_payload_bytes(sum(len(chunk.data) for chunk in new))
-    if touched < len(known):
-        await _write(collection, _requests(scope, known, [], expiry=expiry, now=touched_at), len(known))
-        count_payload_bytes(sum(len(chunk.data) for chunk in known))
-    memory.remember(chunk.address for chunk in chunks)
+    for _ in range(_WRITE_ROUNDS):
+        requests = _requests(scope, upserts, touches, expiry=expiry, now=touched_at)
+        outcome = await _write(collection, requests, len(upserts))
+        count_payload_bytes(sum(len(chunk.data) for chunk in upserts))
+        # A chunk another writer inserted between this upsert's query and its insert exists now
+        # (E11000: the server retries only upserts whose filter is exactly the unique key's fields);
+        # it is written again, which finds it and touches it. A touch that matched fewer chunks than
+        # it named means some were removed: those are written again, whole.
+        again = [upserts[index] for index in sorted(outcome.raced)]
+        if outcome.touched < len(touches):
+            again += touches
+        if not again:
+            memory.remember(chunk.address for chunk in chunks)
+            return
+        upserts, touches = again, []
+    raise MongoDBConcurrencyError(
+        "The checkpoint's chunks kept being removed or raced by other writers while it was saved; "
+        "nothing was stored for it. Retry the save.",
+        retryable=True,
+    )
 
 
 def window_end(moment: datetime) -> datetime:
@@ -165,41 +200,61 @@ def window_end(moment: datetime) -> datetime:
 
 
 def _requests(
-    scope: RunScope, new: Sequence[Chunk], known: Sequence[Chunk], *, expiry: datetime, now: datetime
-) -> list[UpdateOne | UpdateMany]:
+    scope: RunScope, upserts: Sequence[Chunk], touches: Sequence[Chunk], *, expiry: datetime, now: datetime
+) -> list[UpdateOne]:
+    """One single-document statement per chunk, upserts first: a bulk without a multi-document
+    statement is a retryable write, so pymongo retries it across a failover (``bulk.py``)."""
     later = {"$max": {CHUNK_TOUCHED_FIELD: now, "expires_at": expiry}}
-    requests: list[UpdateOne | UpdateMany] = [
-        UpdateOne(
-            chunk_filter(scope, chunk.address),
-            {"$setOnInsert": {CHUNK_DATA_FIELD: chunk.data}, **later},
-            upsert=True,
-            collation=dict(SIMPLE_COLLATION),
-        )
-        for chunk in new
-    ]
-    if known:
-        requests.append(
-            UpdateMany(
-                chunks_filter(scope, [chunk.address for chunk in known]),
-                later,
-                collation=dict(SIMPLE_COLLATION),
+    collation = dict(SIMPLE_COLLATION)
+    return [
+        *(
+            UpdateOne(
+                chunk_filter(scope, chunk.address),
+                {"$setOnInsert": {CHUNK_DATA_FIELD: chunk.data}, **later},
+                upsert=True,
+                collation=collation,
             )
-        )
-    return requests
+            for chunk in upserts
+        ),
+        *(UpdateOne(chunk_filter(scope, chunk.address), later, collation=collation) for chunk in touches),
+    ]
 
 
-async def _write(
-    collection: CheckpointCollection, requests: list[UpdateOne | UpdateMany], upserts: int
-) -> int:
-    """Send ``requests`` (``upserts`` upserts first, then at most one touch); return how many
-    chunks the touch matched."""
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Outcome:
+    """What one chunk bulk did: how many of its touches matched, and which of its upserts (by
+    position) lost an insert race to another writer."""
+
+    touched: int
+    raced: frozenset[int]
+
+
+async def _write(collection: CheckpointCollection, requests: list[UpdateOne], upserts: int) -> _Outcome:
+    """Send ``requests`` (``upserts`` upserts first, then the touches)."""
     if not requests:
-        return 0
+        return _Outcome(0, frozenset())
     with translated_driver_errors(operation="write", action="store the checkpoint's chunks"):
         count_round_trip()
-        result = await collection.bulk_write(requests, ordered=False)
-    # An upsert that found its chunk counts as matched, as the touch's chunks do.
-    return result.matched_count - (upserts - result.upserted_count)
+        try:
+            result = await collection.bulk_write(requests, ordered=False)
+        except BulkWriteError as error:
+            return _outcome_of_races(error, upserts)
+    # An upsert that found its chunk counts as matched, as the touches do.
+    return _Outcome(result.matched_count - (upserts - result.upserted_count), frozenset())
+
+
+def _outcome_of_races(error: BulkWriteError, upserts: int) -> _Outcome:
+    """The outcome of a bulk whose only failures are upserts that lost an insert race; any other
+    failure is raised (translated by the caller from the codes inside it)."""
+    failures = bulk_failures(error)
+    raced = frozenset(failures.codes)
+    if (
+        failures.write_concern_failed
+        or any(code not in DUPLICATE_KEY_CODES for code in failures.codes.values())
+        or not all(0 <= index < upserts for index in raced)
+    ):
+        raise error
+    return _Outcome(failures.matched - (upserts - failures.upserted - len(raced)), raced)
 
 
 async def fetch_chunks(

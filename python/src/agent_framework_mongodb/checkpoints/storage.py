@@ -50,7 +50,7 @@ from .chunk_store import (
     write_chunks,
 )
 from .codec import CANONICAL_HASH_VERSION, CHUNKED_PAYLOAD_FORMAT, CheckpointCodec, ChunkSettings
-from .codec.chunks import Chunker, ChunkReader, references
+from .codec.chunks import Chunker, ChunkReader, MissingChunkError, references
 from .codec.signing import PayloadSigner
 from .concerns import bind_collection
 from .connection import (
@@ -87,6 +87,7 @@ from .paging import (
 from .provisioning import check_indexes, create_indexes
 from .queries import (
     ASCENDING_SEQUENCE,
+    BY_ID,
     CHECKPOINT_SUMMARY_PROJECTION,
     DESCENDING_SEQUENCE,
     ID_PROJECTION,
@@ -124,6 +125,9 @@ __all__ = ["MongoDBCheckpointStorage"]
 
 _MAX_SAVE_ATTEMPTS: Final = 4
 """An insert that collides on the sequence index recovers and retries; this bounds the loop."""
+_ID_ONLY: Final = {"_id": 1}
+_LATEST_READS: Final = 2
+"""``get_latest`` reads again once when the latest checkpoint was removed while it was read."""
 
 
 class MongoDBCheckpointStorage(CheckpointStorage):
@@ -328,11 +332,13 @@ class MongoDBCheckpointStorage(CheckpointStorage):
                 document, check = await read_with_ledger(
                     self._collection, self._scope, query, action="load a checkpoint"
                 )
-            if document is None:
+            decoded = (
+                [] if document is None else await self._decode([document], check, checkpoint_id=requested)
+            )
+            if not decoded:  # none, or removed while it was read (its chunks went first)
                 raise MongoDBCheckpointNotFoundError("This run has no checkpoint with that id.")
-            (checkpoint,) = await self._decode([document], check, checkpoint_id=requested)
             record.result_count = 1
-            return checkpoint
+            return decoded[0]
 
     async def list_checkpoints(self, *, workflow_name: str) -> list[WorkflowCheckpoint]:
         """Every checkpoint of the bound run, in ``(sequence, checkpoint_id)`` order.
@@ -375,18 +381,24 @@ class MongoDBCheckpointStorage(CheckpointStorage):
         """The bound run's checkpoint with the greatest sequence, or ``None``."""
         with self._operation("get_latest") as record:
             self._require_workflow(workflow_name)
-            check = await self._ledger_check()
-            document = await self._find_one(
-                page_filter(self._scope, None, _condition(check)),
-                PAYLOAD_PROJECTION,
-                sort=DESCENDING_SEQUENCE,
-                action="read the latest",
+            for _ in range(_LATEST_READS):
+                check = await self._ledger_check()
+                document = await self._find_one(
+                    page_filter(self._scope, None, _condition(check)),
+                    PAYLOAD_PROJECTION,
+                    sort=DESCENDING_SEQUENCE,
+                    action="read the latest",
+                )
+                if document is None:
+                    return None
+                decoded = await self._decode([document], check)
+                if decoded:
+                    record.result_count = 1
+                    return decoded[0]
+                # Removed while it was read (its chunks went first): the latest is another now.
+            raise MongoDBCheckpointNotFoundError(
+                "The run's latest checkpoints were removed while they were read; read again.", retryable=True
             )
-            if document is None:
-                return None
-            (checkpoint,) = await self._decode([document], check)
-            record.result_count = 1
-            return checkpoint
 
     async def list_checkpoint_ids(self, *, workflow_name: str) -> list[CheckpointID]:
         """The ids of every checkpoint of the bound run, in order; payloads are never fetched."""
@@ -778,7 +790,9 @@ class MongoDBCheckpointStorage(CheckpointStorage):
         """Decode stored documents, fetching the leaves of the chunked ones in one round trip.
 
         With ``checkpoint_id`` (a ``load``), the one document must hold that checkpoint, and one
-        the ledger no longer holds is not found.
+        the ledger no longer holds is not found. A chunked checkpoint whose chunks are missing
+        because it was removed while it was read (pruned, deleted, expired: its document is gone
+        too) is left out of the result; one whose chunk is missing while it stays is corrupt.
         """
         stored: list[StoredPayload] = []
         for document in documents:
@@ -795,11 +809,16 @@ class MongoDBCheckpointStorage(CheckpointStorage):
         }
         leaves = await self._fetch_leaves(stored, roots)
         checkpoints: list[WorkflowCheckpoint] = []
+        incomplete: dict[str, MissingChunkError] = {}
         for index, item in enumerate(stored):
             count_payload_bytes(len(item.payload))
             if index in roots:
                 reader = self._reader(roots[index], leaves)
-                checkpoint = self._codec.decode_chunked(reader, root_bytes=len(item.payload))
+                try:
+                    checkpoint = self._codec.decode_chunked(reader, root_bytes=len(item.payload))
+                except MissingChunkError as error:
+                    incomplete[self._scope.checkpoint_document_id(item.checkpoint_id)] = error
+                    continue
             else:
                 checkpoint = self._codec.decode(item.payload, checksum=item.checksum)
             if (
@@ -808,7 +827,24 @@ class MongoDBCheckpointStorage(CheckpointStorage):
             ):
                 raise self._misplaced_error("A stored checkpoint's payload does not belong to its document.")
             checkpoints.append(checkpoint)
+        if incomplete:
+            await self._require_removed(incomplete)
         return checkpoints
+
+    async def _require_removed(self, incomplete: Mapping[str, MissingChunkError]) -> None:
+        """Raise the missing-chunk error of a checkpoint that is still stored (corrupt); those
+        that are gone were removed while they were read, and are simply not in the result."""
+        query = {**run_filter(self._scope), "_id": {"$in": sorted(incomplete)}}
+        with translated_driver_errors(operation="read", action="check for removed checkpoints"):
+            count_round_trip()  # find() sends nothing; to_list() sends the query
+            cursor = self._collection.find(
+                query, _ID_ONLY, sort=BY_ID, limit=len(incomplete), collation=SIMPLE_COLLATION
+            )
+            remaining = await cursor.to_list(len(incomplete))
+        for document in remaining:
+            # The package's mapping error, not the codec's internal subclass.
+            error = incomplete[document["_id"]]
+            raise MongoDBMappingError(str(error)) from error
 
     def _misplaced_error(self, message: str) -> MongoDBMappingError:
         # A signed envelope binds the checksum, so with keys a payload of another checkpoint under

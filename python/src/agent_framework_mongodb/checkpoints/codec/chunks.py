@@ -76,6 +76,7 @@ __all__ = [
     "Chunk",
     "ChunkReader",
     "Chunker",
+    "MissingChunkError",
     "SplitTree",
     "join_cost",
     "prove_chunk",
@@ -122,6 +123,11 @@ _MAX_UTF8_BYTES: Final = 4
 _MAX_LEAF_RATIO: Final = 16
 _MAX_TAIL_MODULUS: Final = 256
 """A digest's first byte decides a tail cut, so the modulus cannot usefully exceed 256."""
+
+
+class MissingChunkError(MongoDBMappingError):
+    """A reference names a leaf the load did not find. The storage tells a checkpoint removed
+    while it was read (not found) from one whose chunk is gone while it stays (corrupt)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -826,7 +832,7 @@ class _Joiner:
     def _leaf(self, address: bytes, kind: object) -> _Leaf:
         leaf = self._leaves.get(address)
         if leaf is None:
-            raise MongoDBMappingError(
+            raise MissingChunkError(
                 "A chunk of the stored checkpoint is missing; it was removed or never written, so the "
                 "checkpoint cannot be loaded."
             )
