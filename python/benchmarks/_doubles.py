@@ -275,7 +275,7 @@ class InstantCollection:
         return _InstantCursor(self, filter, projection, limit)
 
     async def bulk_write(self, requests: Sequence[Any], *, ordered: bool = True) -> BulkWriteResult:
-        """A chunked save's chunk writes: upserts of new chunks and one touch of known ones."""
+        """A chunked save's chunk writes: upserts of new chunks and touches of known ones."""
         await self._request([[request._filter, request._doc] for request in requests])
         matched = upserted = 0
         for request in requests:
@@ -287,7 +287,7 @@ class InstantCollection:
                 continue
             if address in self._chunks:
                 matched += 1
-            else:
+            elif request._upsert:
                 upserted += 1
                 data = request._doc["$setOnInsert"]["data"]
                 self._chunks[address] = bson.encode({"_id": address, "data": data})
