@@ -24,9 +24,10 @@ from agent_framework_mongodb.checkpoints.codec.rebuild import load_tree
 from agent_framework_mongodb.checkpoints.indexes import CHUNK_SCOPE_INDEX, SIMPLE_COLLATION
 from agent_framework_mongodb.checkpoints.queries import (
     CHUNK_PROJECTION,
+    chunk_filter,
     chunks_filter,
     run_filter,
-    unreferenced_chunks_filter,
+    stale_chunks_filter,
 )
 from agent_framework_mongodb.checkpoints.scope import CHUNK_KIND, RunScope
 
@@ -167,9 +168,9 @@ async def test_plan_chunk_touch_is_an_id_lookup(server: MongoTarget) -> None:
         "update": server.collection_name,
         "updates": [
             {
-                "q": chunks_filter(scope_of(storage), addresses),
+                "q": chunk_filter(scope_of(storage), addresses[0]),
                 "u": {"$max": {"touched_at": moment, "expires_at": moment}},
-                "multi": True,
+                "multi": False,
                 "collation": dict(SIMPLE_COLLATION),
             }
         ],
@@ -183,12 +184,25 @@ async def test_plan_chunk_collection_and_clear_use_the_chunk_scope_index(server:
     storage, addresses = await _seeded(server)
     scope = scope_of(storage)
     cutoff = datetime.now(timezone.utc) + timedelta(days=1)
-    for query in (
-        unreferenced_chunks_filter(scope, addresses[:1], cutoff),
-        {"_kind": CHUNK_KIND, **scope.fields()},
-    ):
-        explain = await server.explain(delete_command(server.collection_name, query, many=True))
-        stages = _assert_no_scan(explain)
-        assert [scan.get("indexName") for scan in index_scans(stages)] == [CHUNK_SCOPE_INDEX.name]
+    # The stale chunks are read through the chunk scope index (scope, then touched_at) ...
+    stale = find_command(
+        server.collection_name,
+        stale_chunks_filter(scope, cutoff),
+        {"_id": 1},
+        sort=[("touched_at", 1)],
+        limit=0,
+        single=False,
+    )
+    stages = _assert_no_scan(await server.explain(stale))
+    assert [scan.get("indexName") for scan in index_scans(stages)] == [CHUNK_SCOPE_INDEX.name]
+    # ... and deleted in batches by address; clear_run deletes the run's chunks by scope.
+    batch = await server.explain(
+        delete_command(server.collection_name, stale_chunks_filter(scope, cutoff, addresses[:1]), many=True)
+    )
+    _assert_no_scan(batch)
+    clear = await server.explain(
+        delete_command(server.collection_name, {"_kind": CHUNK_KIND, **scope.fields()}, many=True)
+    )
+    assert [scan.get("indexName") for scan in index_scans(_assert_no_scan(clear))] == [CHUNK_SCOPE_INDEX.name]
     # explain writes nothing: the run still loads.
     assert (await server.storage().load("cp-plan")).checkpoint_id == "cp-plan"

@@ -42,7 +42,7 @@ not yet inserted its checkpoint never loses it.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any, Final
 
@@ -68,12 +68,15 @@ from .queries import (
     chunk_filter,
     chunks_filter,
     run_chunks_filter,
-    unreferenced_chunks_filter,
+    stale_chunks_filter,
 )
 from .scope import RunScope
 
 __all__ = [
+    "BULK_BYTES",
+    "BULK_STATEMENTS",
     "CHUNK_EXPIRY_MARGIN",
+    "FETCH_ADDRESSES",
     "MIN_COLLECTION_GRACE",
     "PERMANENT_EXPIRY",
     "TOUCH_WINDOW",
@@ -94,7 +97,20 @@ MIN_COLLECTION_GRACE: Final = timedelta(minutes=10)
 """The shortest time a chunk is spared after a save touched it; longer than twice the default
 operation timeout, and than any clock skew between writers worth supporting."""
 _BY_ADDRESS: Final = [("_id", 1)]
+_ADDRESS_ONLY: Final = {"_id": 1}
+_BY_TOUCH: Final = [(CHUNK_TOUCHED_FIELD, 1)]
+"""The order ``checkpoint_chunk_scope`` keeps (scope, then ``touched_at``), so no sort in memory."""
 _WRITE_ROUNDS: Final = 3
+BULK_STATEMENTS: Final = 10_000
+"""Most statements in one chunk bulk: a tenth of MongoDB's ``maxWriteBatchSize`` (100,000)."""
+BULK_BYTES: Final = 8 * 1024 * 1024
+"""Most chunk data (plus a statement allowance each) in one bulk: half of the 16 MiB a command
+document may hold, so pymongo sends each bulk as one command well inside the limit."""
+FETCH_ADDRESSES: Final = 50_000
+"""Addresses in one ``find``'s ``$in``: about 2.3 MB of BSON (a 32-byte binary and its array key
+each), whatever the run's size."""
+_STATEMENT_BYTES: Final = 512
+"""What one statement costs beside its data: the filter's scope fields and the update."""
 TOUCH_WINDOW: Final = timedelta(minutes=15)
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _MEMORY_LIMIT: Final = 100_000
@@ -172,9 +188,7 @@ async def write_chunks(
     expiry = PERMANENT_EXPIRY if expires_at is None else window_end(expires_at + CHUNK_EXPIRY_MARGIN)
     touched_at = window_end(now)
     for _ in range(_WRITE_ROUNDS):
-        requests = _requests(scope, upserts, touches, expiry=expiry, now=touched_at)
-        outcome = await _write(collection, requests, len(upserts))
-        count_payload_bytes(sum(len(chunk.data) for chunk in upserts))
+        outcome = await _write_batched(collection, scope, upserts, touches, expiry=expiry, now=touched_at)
         # A chunk another writer inserted between this upsert's query and its insert exists now
         # (E11000: the server retries only upserts whose filter is exactly the unique key's fields);
         # it is written again, which finds it and touches it. A touch that matched fewer chunks than
@@ -220,6 +234,47 @@ def _requests(
     ]
 
 
+async def _write_batched(
+    collection: CheckpointCollection,
+    scope: RunScope,
+    upserts: Sequence[Chunk],
+    touches: Sequence[Chunk],
+    *,
+    expiry: datetime,
+    now: datetime,
+) -> _Outcome:
+    """Send the statements in bulks of at most :data:`BULK_STATEMENTS` statements and
+    :data:`BULK_BYTES` bytes of chunk data, so no command nears MongoDB's 16 MiB or 100,000
+    statements whatever the run's size (one bulk for every save but the largest)."""
+    touched = 0
+    raced: set[Chunk] = set()
+    for upsert_batch, touch_batch in _bulks(upserts, touches):
+        requests = _requests(scope, upsert_batch, touch_batch, expiry=expiry, now=now)
+        outcome = await _write(collection, requests, len(upsert_batch))
+        count_payload_bytes(sum(len(chunk.data) for chunk in upsert_batch))
+        touched += outcome.touched
+        raced.update(upsert_batch[index] for index in outcome.raced)
+    return _Outcome(touched, frozenset(index for index, chunk in enumerate(upserts) if chunk in raced))
+
+
+def _bulks(upserts: Sequence[Chunk], touches: Sequence[Chunk]) -> Iterator[tuple[list[Chunk], list[Chunk]]]:
+    """Consecutive groups of the statements, upserts first, each within the bulk limits."""
+    upsert_batch: list[Chunk] = []
+    touch_batch: list[Chunk] = []
+    size = 0
+    for chunk, is_upsert in [*((chunk, True) for chunk in upserts), *((chunk, False) for chunk in touches)]:
+        weight = len(chunk.data) + _STATEMENT_BYTES if is_upsert else _STATEMENT_BYTES
+        if upsert_batch or touch_batch:
+            full = len(upsert_batch) + len(touch_batch) >= BULK_STATEMENTS or size + weight > BULK_BYTES
+            if full:
+                yield upsert_batch, touch_batch
+                upsert_batch, touch_batch, size = [], [], 0
+        (upsert_batch if is_upsert else touch_batch).append(chunk)
+        size += weight
+    if upsert_batch or touch_batch:
+        yield upsert_batch, touch_batch
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class _Outcome:
     """What one chunk bulk did: how many of its touches matched, and which of its upserts (by
@@ -262,21 +317,21 @@ async def fetch_chunks(
 ) -> dict[bytes, object]:
     """The run's stored chunks among ``addresses``: address -> stored bytes (unverified)."""
     wanted = sorted(set(addresses))
-    if not wanted:
-        return {}
-    with translated_driver_errors(operation="read", action="read the checkpoint's chunks"):
-        count_round_trip()  # find() sends nothing; to_list() sends the query
-        cursor = collection.find(
-            chunks_filter(scope, wanted),
-            CHUNK_PROJECTION,
-            sort=_BY_ADDRESS,
-            limit=0,
-            collation=SIMPLE_COLLATION,
-        )
-        documents: list[Document] = await cursor.to_list(None)
-    found: dict[bytes, object] = {
-        _address_of(document): document.get(CHUNK_DATA_FIELD) for document in documents
-    }
+    found: dict[bytes, object] = {}
+    # One find per FETCH_ADDRESSES addresses, so the query stays far below 16 MiB for any run.
+    for start in range(0, len(wanted), FETCH_ADDRESSES):
+        batch = wanted[start : start + FETCH_ADDRESSES]
+        with translated_driver_errors(operation="read", action="read the checkpoint's chunks"):
+            count_round_trip()  # find() sends nothing; to_list() sends the query
+            cursor = collection.find(
+                chunks_filter(scope, batch),
+                CHUNK_PROJECTION,
+                sort=_BY_ADDRESS,
+                limit=0,
+                collation=SIMPLE_COLLATION,
+            )
+            documents: list[Document] = await cursor.to_list(None)
+        found.update((_address_of(document), document.get(CHUNK_DATA_FIELD)) for document in documents)
     count_payload_bytes(sum(len(data) for data in found.values() if isinstance(data, bytes)))
     return found
 
@@ -289,12 +344,36 @@ async def collect_unreferenced_chunks(
     grace: timedelta,
     now: datetime,
 ) -> int:
-    """Delete the run's chunks outside ``referenced`` that no save touched within ``grace``."""
-    query = unreferenced_chunks_filter(scope, sorted(set(referenced)), now - max(grace, MIN_COLLECTION_GRACE))
-    with translated_driver_errors(operation="write", action="delete unreferenced chunks"):
-        count_round_trip()
-        result = await collection.delete_many(query, collation=SIMPLE_COLLATION)
-    return result.deleted_count
+    """Delete the run's chunks outside ``referenced`` that no save touched within ``grace``.
+
+    Reads the addresses of the run's stale chunks (one ``find`` through ``checkpoint_chunk_scope``),
+    then deletes those no retained checkpoint references in batches of :data:`FETCH_ADDRESSES`:
+    no command grows with the run (a ``$nin`` of every referenced address did, past 16 MiB at about
+    350,000 chunks). Returns how many were deleted.
+    """
+    touched_before = now - max(grace, MIN_COLLECTION_GRACE)
+    kept = set(referenced)
+    with translated_driver_errors(operation="read", action="find stale chunks"):
+        count_round_trip()  # find() sends nothing; to_list() sends the query, then cursor batches
+        cursor = collection.find(
+            stale_chunks_filter(scope, touched_before),
+            _ADDRESS_ONLY,
+            sort=_BY_TOUCH,
+            limit=0,
+            collation=SIMPLE_COLLATION,
+        )
+        stale = [_address_of(document) for document in await cursor.to_list(None)]
+    doomed = sorted(address for address in stale if address not in kept)
+    deleted = 0
+    for start in range(0, len(doomed), FETCH_ADDRESSES):
+        batch = doomed[start : start + FETCH_ADDRESSES]
+        with translated_driver_errors(operation="write", action="delete unreferenced chunks"):
+            count_round_trip()
+            result = await collection.delete_many(
+                stale_chunks_filter(scope, touched_before, batch), collation=SIMPLE_COLLATION
+            )
+        deleted += result.deleted_count
+    return deleted
 
 
 async def delete_run_chunks(collection: CheckpointCollection, scope: RunScope) -> int:

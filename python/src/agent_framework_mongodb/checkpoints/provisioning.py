@@ -35,6 +35,7 @@ from .indexes import CHECKPOINT_INDEXES, IndexSpec, collation_conflict, index_di
 from .options import DEFAULT_OPERATION_TIMEOUT, validate_operation_timeout
 
 __all__ = [
+    "build_timeout",
     "check_indexes",
     "create_indexes",
     "ensure_checkpoint_indexes",
@@ -56,8 +57,12 @@ async def ensure_checkpoint_indexes(
 
     Args:
         collection: The checkpoint collection (pymongo ``AsyncCollection`` or compatible).
-        timeout: Seconds for the whole call, all round trips included (``pymongo.timeout``);
-            the options' default ``operation_timeout`` (30) when omitted.
+        timeout: Seconds for the whole call, all round trips included (``pymongo.timeout``).
+            None by default: an index build over a populated collection takes as long as it
+            takes (docs/deployment.md, "Indexes", says how long and how to watch it), and since
+            MongoDB 4.4 a ``createIndexes`` cut short by its deadline aborts its own build
+            (SERVER-46595), so a save-sized deadline could make the upgrade fail every time. A
+            client-wide ``timeoutMS`` still applies when none is given.
 
     Raises:
         MongoDBIndexMismatchError: A required index conflicts with an existing one (the required
@@ -69,7 +74,7 @@ async def ensure_checkpoint_indexes(
     """
     with completion_log("ensure_indexes") as record:
         bound = bind_collection(collection)
-        with pymongo.timeout(_seconds(timeout)):
+        with pymongo.timeout(build_timeout(timeout)):
             names = await create_indexes(bound)
         record.result_count = len(names)
         return names
@@ -172,6 +177,11 @@ def _require_same_if_present(spec: IndexSpec, listed: Mapping[str, Mapping[str, 
         raise MongoDBIndexMismatchError(
             f"Index {spec.name!r} differs in {', '.join(differences)}; drop it and run ensure_indexes()."
         )
+
+
+def build_timeout(timeout: float | None) -> float | None:
+    """An index build's own deadline: none unless given (see :func:`ensure_checkpoint_indexes`)."""
+    return None if timeout is None else validate_operation_timeout(timeout, "timeout")
 
 
 def _seconds(timeout: float | None) -> float:

@@ -41,7 +41,7 @@ __all__ = [
     "run_chunks_filter",
     "run_filter",
     "run_listing_filter",
-    "unreferenced_chunks_filter",
+    "stale_chunks_filter",
     "with_counter",
 ]
 
@@ -174,16 +174,16 @@ def run_chunks_filter(scope: RunScope) -> dict[str, Any]:
     return {"_kind": CHUNK_KIND, **scope.fields()}
 
 
-def unreferenced_chunks_filter(
-    scope: RunScope, referenced: list[bytes], touched_before: datetime
+def stale_chunks_filter(
+    scope: RunScope, touched_before: datetime, addresses: list[bytes] | None = None
 ) -> dict[str, Any]:
-    """The run's chunks that no retained checkpoint references and no save touched since
-    ``touched_before``: what a collection deletes."""
-    return {
-        **run_chunks_filter(scope),
-        CHUNK_TOUCHED_FIELD: {"$lt": touched_before},
-        "_id": {"$nin": referenced},
-    }
+    """The run's chunks no save touched since ``touched_before`` (among ``addresses``): what a
+    collection reads, then deletes, in bounded batches (the cut-off is stated again on the delete,
+    so a chunk a save touched in between is spared)."""
+    query: dict[str, Any] = {**run_chunks_filter(scope), CHUNK_TOUCHED_FIELD: {"$lt": touched_before}}
+    if addresses is not None:
+        query["_id"] = {"$in": addresses}
+    return query
 
 
 def insert_if_absent(document: Mapping[str, Any], query: Mapping[str, Any]) -> dict[str, Any]:

@@ -84,7 +84,7 @@ from .paging import (
     encode_run_cursor,
     resolve_limit,
 )
-from .provisioning import check_indexes, create_indexes
+from .provisioning import build_timeout, check_indexes, create_indexes
 from .queries import (
     ASCENDING_SEQUENCE,
     BY_ID,
@@ -125,6 +125,15 @@ __all__ = ["MongoDBCheckpointStorage"]
 
 _MAX_SAVE_ATTEMPTS: Final = 4
 """An insert that collides on the sequence index recovers and retries; this bounds the loop."""
+
+
+class _Default:
+    """The marker of "the options' operation_timeout" (``None`` means no deadline)."""
+
+
+_DEFAULT: Final = _Default()
+
+
 _ID_ONLY: Final = {"_id": 1}
 _LATEST_READS: Final = 2
 """``get_latest`` reads again once when the latest checkpoint was removed while it was read."""
@@ -511,14 +520,15 @@ class MongoDBCheckpointStorage(CheckpointStorage):
             record.result_count = result.checkpoints_deleted
             return result
 
-    async def ensure_indexes(self) -> tuple[str, ...]:
+    async def ensure_indexes(self, *, timeout: float | None = None) -> tuple[str, ...]:
         """Create the collection's indexes (a deploy-time step); returns their names.
 
         The only operation that creates indexes. Creating an index that already exists with
         the same definition does nothing.
 
-        The steps of :func:`~.provisioning.ensure_checkpoint_indexes`, under this storage's
-        deadline.
+        The steps of :func:`~.provisioning.ensure_checkpoint_indexes`, under their own deadline:
+        ``timeout`` seconds, or none by default (never ``operation_timeout``: a build over a
+        populated collection may take minutes, and MongoDB aborts a build its deadline cuts short).
 
         Raises:
             MongoDBIndexMismatchError: An index of the same name or keys exists with another
@@ -527,7 +537,7 @@ class MongoDBCheckpointStorage(CheckpointStorage):
             MongoDBIndexError: An index could not be built, for example a unique one over
                 documents that already repeat its key.
         """
-        with self._operation("ensure_indexes") as record:
+        with self._operation("ensure_indexes", deadline=build_timeout(timeout)) as record:
             names = await create_indexes(self._collection)
             record.result_count = len(names)
             return names
@@ -557,13 +567,17 @@ class MongoDBCheckpointStorage(CheckpointStorage):
         return RunListing.of(self._scope, workflow_name if isinstance(workflow_name, str) else None)
 
     @contextmanager
-    def _operation(self, name: str) -> Generator[OperationRecord]:
-        """One public operation: its completion record, under one deadline for all its round trips.
+    def _operation(
+        self, name: str, *, deadline: float | _Default | None = _DEFAULT
+    ) -> Generator[OperationRecord]:
+        """One public operation: its completion record, under one deadline for all its round trips
+        (``operation_timeout`` unless the operation has its own, as index builds do).
 
         A caller's enclosing ``pymongo.timeout`` block can only shorten the deadline. A storage
         whose client it closed is refused first, before any I/O.
         """
-        with completion_log(name) as record, pymongo.timeout(self._options.operation_timeout):
+        seconds = self._options.operation_timeout if isinstance(deadline, _Default) else deadline
+        with completion_log(name) as record, pymongo.timeout(seconds):
             self._require_open()
             yield record
 

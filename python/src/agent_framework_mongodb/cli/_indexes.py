@@ -17,13 +17,19 @@ def indexes() -> None:
 
 
 @indexes.command()
+@click.option(
+    "--timeout",
+    type=float,
+    default=None,
+    help="Seconds the builds may take; none by default (MongoDB aborts a build cut short).",
+)
 @click.pass_obj
-def ensure(connection: Connection) -> None:
+def ensure(connection: Connection, timeout: float | None) -> None:
     """Create the indexes (a deploy-time step); existing identical ones are kept."""
 
     async def ensure_all() -> tuple[str, ...]:
         async with connection.collection_handle() as collection:
-            return await ensure_checkpoint_indexes(collection)
+            return await ensure_checkpoint_indexes(collection, timeout=timeout)
 
     for name in run(ensure_all()):
         click.echo(f"ensured {name}")

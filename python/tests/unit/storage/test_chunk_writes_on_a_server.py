@@ -262,3 +262,51 @@ async def _chunks_of(collection: InMemoryCollection, checkpoint_id: str) -> list
     (fetch,) = [call for call in proxy.named("find") if call.args[0].get("_kind") == CHUNK_KIND]
     addresses: list[bytes] = fetch.args[0]["_id"]["$in"]
     return addresses
+
+
+# -- every command within MongoDB's limits, whatever the run's size ----------------------------------
+
+
+def _largest_list(value: Any) -> int:
+    """The longest list anywhere in a command's filter or update."""
+    if isinstance(value, Mapping):
+        return max((_largest_list(item) for item in value.values()), default=0)
+    if isinstance(value, list):
+        return max(len(value), *(_largest_list(item) for item in value))
+    return 0
+
+
+async def test_chunk_commands_are_batched_so_none_grows_with_the_run(
+    collection: InMemoryCollection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agent_framework_mongodb.checkpoints import chunk_store
+
+    monkeypatch.setattr(chunk_store, "FETCH_ADDRESSES", 4)
+    monkeypatch.setattr(chunk_store, "BULK_STATEMENTS", 5)
+    proxy = ProxyCollection(collection)
+    storage = make_storage(proxy, keep_last=1)
+    from datetime import datetime, timedelta, timezone
+
+    from agent_framework_mongodb.checkpoints import storage as storage_module
+
+    for index in range(3):  # the third save, past the grace, prunes and collects chunks
+        if index == 2:
+            later = datetime.now(timezone.utc) + timedelta(hours=3)
+            monkeypatch.setattr(storage_module, "utc_now", lambda: later)
+        await storage.save(_large(f"cp-{index}", messages=1500 + 600 * index))
+    bulks = [call.args[0] for call in proxy.named("bulk_write")]
+    assert max(len(requests) for requests in bulks) <= 5
+    assert len(bulks) > 3, "a save of many chunks is several bulks"
+    fetches = [call for call in proxy.named("find") if call.args[0].get("_kind") == CHUNK_KIND]
+    deletes = [call for call in proxy.named("delete_many") if call.args[0].get("_kind") == CHUNK_KIND]
+    assert deletes, "the prune collected chunks"
+    for call in [*fetches, *deletes]:
+        assert _largest_list(call.args[0]) <= 4, call.args[0]
+    assert not any("$nin" in str(call.args[0]) for call in deletes)
+    reader = make_storage(proxy)
+    proxy.reset()
+    loaded = await reader.load("cp-2")
+    assert loaded.state == _large("cp-2", messages=2700).state
+    chunk_finds = [call for call in proxy.named("find") if call.args[0].get("_kind") == CHUNK_KIND]
+    assert len(chunk_finds) > 1, "a load of many chunks fetches them in batches"
+    assert all(_largest_list(call.args[0]) <= 4 for call in chunk_finds)

@@ -52,7 +52,8 @@ OPERATIONS: dict[str, Operation] = {
     "list_checkpoint_ids": lambda storage: storage.list_checkpoint_ids(workflow_name=WORKFLOW),
     "delete": lambda storage: storage.delete("cp-timeout"),
     "clear_run": lambda storage: storage.clear_run(),
-    "ensure_indexes": lambda storage: storage.ensure_indexes(),
+    # Index builds have their own deadline, not operation_timeout (issue 20): given here.
+    "ensure_indexes": lambda storage: storage.ensure_indexes(timeout=TIMEOUT),
 }
 
 
@@ -174,3 +175,24 @@ async def test_the_first_operations_deadline_does_not_stay_in_the_clients_monito
         assert not isinstance(description.error, NetworkTimeout), description.error
     finally:
         await client.close()
+
+
+async def test_index_builds_are_not_bound_by_the_operation_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``ensure_indexes`` runs under its own deadline (none by default), never ``operation_timeout``:
+    MongoDB aborts a ``createIndexes`` its deadline cuts short (SERVER-46595)."""
+    from agent_framework_mongodb.testing import InMemoryMongoClient
+
+    seen: list[float | None] = []
+    real = pymongo.timeout
+
+    def recording(seconds: float | None) -> Any:
+        seen.append(seconds)
+        return real(seconds)
+
+    client = InMemoryMongoClient()
+    storage = MongoDBCheckpointStorage(client["db"]["c"], options=make_options(operation_timeout=TIMEOUT))
+    monkeypatch.setattr(pymongo, "timeout", recording)
+    await storage.ensure_indexes()
+    await storage.ensure_indexes(timeout=600)
+    await storage.validate_indexes()
+    assert seen == [None, 600.0, TIMEOUT]
