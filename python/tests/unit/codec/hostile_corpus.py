@@ -46,10 +46,13 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final, Literal, NamedTuple
 
-# The abstract-class entries name a class of this module; a workflow process has it loaded.
-import agent_framework._workflows._edge_runner  # noqa: F401
-from agent_framework import Message, WorkflowCheckpoint
+# The abstract-class entries name a class of this module, the attribute entries one of the agent
+# executor's; a workflow process has both loaded.
+import agent_framework._workflows._agent_executor
+import agent_framework._workflows._edge_runner
+from agent_framework import Content, Message, WorkflowCheckpoint
 from hypothesis import strategies as st
+from pydantic import BaseModel, ConfigDict, PrivateAttr
 
 from agent_framework_mongodb import MongoDBCheckpointStorage, MongoDBCheckpointStorageOptions
 from agent_framework_mongodb.checkpoints.codec import CheckpointCodec, payload_checksum
@@ -249,6 +252,15 @@ class HookedColor(enum.Enum):
     def _missing_(cls, value: object) -> Any:
         HOOK_CALLS.append("HookedColor._missing_")
         return None
+
+
+class ModelVictim(BaseModel):
+    """A pydantic model whose machinery a stored instance would reach: extras, private, handlers."""
+
+    model_config = ConfigDict(extra="allow")
+
+    name: str
+    _note: str = PrivateAttr(default="n")
 
 
 def _key(cls: type) -> str:
@@ -1074,6 +1086,109 @@ def _v2_framework() -> list[Entry]:
     ]
 
 
+EXECUTOR_REQUEST: Final = _key(agent_framework._workflows._agent_executor.AgentExecutorRequest)
+
+
+def _v2_attribute_names() -> list[Entry]:
+    """Instance state naming what Python or a library looks up on the object (issue 19).
+
+    Nothing runs during these loads; a load that accepted them would hand the workflow objects
+    whose ``copy.deepcopy``, ``model_dump()``, attribute assignment or configuration lookups
+    call the class the payload names (:class:`HookedVictim`, which records its construction).
+    """
+    model = _key(ModelVictim)
+    allowed = (*ALLOWED_VICTIMS, model)
+
+    def victim() -> tuple[str, str]:
+        # A fresh record each time: one reached twice in a tree is refused for that alone.
+        return ("c", _key(HookedVictim))
+
+    def saved(value: object, **attributes: object) -> tuple[Any, ...]:
+        """The record a save writes for ``value``, with ``attributes`` added to its instance dict."""
+        record: tuple[Any, ...] = pickle.loads(
+            CheckpointCodec(allowed).encode(base_checkpoint({"x": value})).payload
+        )["state"]["x"]
+        record[2].update(attributes)
+        return record
+
+    def message(**attributes: object) -> tuple[Any, ...]:
+        return saved(Message(role="user", contents=[Content.from_text("hi")]), **attributes)
+
+    def request(**attributes: object) -> tuple[Any, ...]:
+        executor_request = agent_framework._workflows._agent_executor.AgentExecutorRequest
+        return saved(executor_request(messages=[Message(role="user", contents=["hi"])]), **attributes)
+
+    def content(**attributes: object) -> tuple[Any, ...]:
+        return saved(Content.from_text("hi"), **attributes)
+
+    def victim_model(state: dict[str, object] | None = None, **slots: object) -> tuple[Any, ...]:
+        stored: dict[str, object] = {
+            "__pydantic_extra__": {},
+            "__pydantic_fields_set__": ("S", "name"),
+            "__pydantic_private__": {"_note": "n"},
+            **slots,
+        }
+        return ("o", model, {"name": "m", **(state or {})}, stored)
+
+    refused: dict[str, tuple[Any, ...]] = {
+        # copy.deepcopy(message) in Executor.execute finds __deepcopy__ through the instance; the
+        # executor request's class defines none, so the old method rule let this one through.
+        "executor-request-deepcopy": request(__deepcopy__=victim()),
+        "executor-request-copy": request(__copy__=victim()),
+        "executor-request-reduce-ex": request(__reduce_ex__=victim()),
+        "executor-request-class-attribute": request(__class__=victim()),
+        "executor-request-sunder": request(_repr_html_=victim()),
+        "message-deepcopy": message(__deepcopy__=victim()),
+        "message-getattr": message(__getattr__=victim()),
+        # Read through self by the framework's __getstate__ and to_dict.
+        "message-pickle-omit-fields": message(_PICKLE_OMIT_FIELDS=("S", "role")),
+        "message-default-exclude": message(DEFAULT_EXCLUDE=victim()),
+        "message-property": message(text=victim()),
+        "content-deepcopy": content(__deepcopy__=victim()),
+        "content-shallow-copy-fields": content(_SHALLOW_COPY_FIELDS=("S",)),
+        # BaseModel.model_dump calls self.__pydantic_serializer__.to_python(self, ...).
+        "model-serializer": victim_model({"__pydantic_serializer__": victim()}),
+        # BaseModel.__setattr__ calls self.__pydantic_setattr_handlers__[name](self, name, value).
+        "model-setattr-handlers": victim_model({"__pydantic_setattr_handlers__": {"name": victim()}}),
+        "model-config": victim_model({"model_config": {"extra": "forbid"}}),
+        "model-method": victim_model({"model_dump": victim()}),
+        # BaseModel.__getattr__ serves any name the class lacks from __pydantic_extra__.
+        "model-extra-dunder": victim_model(__pydantic_extra__={"__html__": victim()}),
+        "model-extra-sunder": victim_model(__pydantic_extra__={"_repr_html_": victim()}),
+        "model-extra-int-key": victim_model(__pydantic_extra__=("m", 1, victim())),
+        "model-extra-not-dict": victim_model(__pydantic_extra__=[victim()]),
+        "model-private-undeclared": victim_model(__pydantic_private__={"_note": "n", "_other": victim()}),
+        "model-private-dunder": victim_model(__pydantic_private__={"__deepcopy__": victim()}),
+        "model-private-not-dict": victim_model(__pydantic_private__=("t", "_note")),
+        "model-fields-set-object": victim_model(__pydantic_fields_set__=("o", _key(HookedVictim), {}, None)),
+        "model-fields-set-list": victim_model(__pydantic_fields_set__=["name"]),
+        "model-fields-set-ints": victim_model(__pydantic_fields_set__=("S", 1, 2)),
+        "model-fields-set-none": victim_model(__pydantic_fields_set__=None),
+        "victim-dunder": ("o", _key(HookedVictim), {"__deepcopy__": victim()}, None),
+        "victim-hook-shadow": ("o", _key(HookedVictim), {"__setattr__": victim()}, None),
+    }
+    accepted: dict[str, tuple[Any, ...]] = {
+        # Declared fields with class-level defaults, and extras named like BaseModel methods
+        # (the class answers those names, never __getattr__), are state.
+        "executor-request": request(should_respond=False),
+        "model": victim_model(__pydantic_extra__={"copy": 1, "json": victim(), "_id": "x"}),
+        "model-fields-set-frozen": victim_model(__pydantic_fields_set__=("Z", "name")),
+        "model-private-none": victim_model(__pydantic_private__=None),
+    }
+    return [
+        *(
+            Entry(f"v2-attribute-{label}", "v2", in_state(record), allowed=allowed)
+            for label, record in refused.items()
+        ),
+        *(
+            Entry(
+                f"v2-attribute-{label}-allowed", "v2", in_state(record), expect="checkpoint", allowed=allowed
+            )
+            for label, record in accepted.items()
+        ),
+    ]
+
+
 def _v2_records() -> list[Entry]:
     records: dict[str, tuple[object, Expect]] = {
         "empty-tuple": ((), "refused"),
@@ -1517,6 +1632,7 @@ def build_corpus() -> list[Entry]:
         *_v2_names(),
         *_v2_victims(),
         *_v2_framework(),
+        *_v2_attribute_names(),
         *_v2_records(),
         *_shape(),
         *_resources(),

@@ -381,7 +381,7 @@ def test_class_reference_differs_from_instance_in_identity() -> None:
 def test_an_instance_attribute_hiding_a_method_is_refused_at_save() -> None:
     message = Message(role="user", contents=[Content.from_text("hi")])
     vars(message)["to_dict"] = "not a method"
-    with pytest.raises(MongoDBSerializationError, match="hides the class's method"):
+    with pytest.raises(MongoDBSerializationError, match="hides the class attribute"):
         CheckpointCodec().encode(_checkpoint({"m": message}))
 
 
@@ -396,7 +396,7 @@ def test_a_stored_attribute_hiding_a_method_is_refused_at_load() -> None:
     storage_class = agent_framework.FileCheckpointStorage
     record[2]["to_dict"] = ("c", f"{storage_class.__module__}:{storage_class.__qualname__}")
     payload = pickle.dumps(tree, protocol=5)
-    with pytest.raises(MongoDBMappingError, match="hides one of its methods"):
+    with pytest.raises(MongoDBMappingError, match="hides the class attribute"):
         codec.decode(payload, checksum=payload_checksum(payload))
 
 

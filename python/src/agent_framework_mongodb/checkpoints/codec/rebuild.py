@@ -32,7 +32,19 @@ from decimal import Decimal
 from typing import Any, Final, NoReturn, cast
 
 from ...errors import MongoDBMappingError, MongoDBSerializationError
-from .rules import KIND_ENUM, KIND_NAMED_TUPLE, KIND_OBJECT, ClassPlan, TypeRefusal, TypeResolver
+from .rules import (
+    KIND_ENUM,
+    KIND_NAMED_TUPLE,
+    KIND_OBJECT,
+    PYDANTIC_EXTRA,
+    PYDANTIC_FIELDS_SET,
+    PYDANTIC_PRIVATE,
+    ClassPlan,
+    TypeRefusal,
+    TypeResolver,
+    check_attribute_names,
+    pydantic_slot_problem,
+)
 from .walk import MAX_NESTING, PATH_CLASSES, check_hash_collisions
 
 # type() spelled so the type checkers see type[Any]: the codec dispatches on exact types of
@@ -540,14 +552,38 @@ def _check_object(rebuild: _Rebuild, node: tuple[Any, ...]) -> None:
     else:
         _require(type(instance_state) is dict, f"{plan.key!r} is stored without its attributes")
         rebuild.check(instance_state)
-        _require(
-            plan.methods.isdisjoint(instance_state), f"an attribute of {plan.key!r} hides one of its methods"
-        )
+        names = tuple(cast("dict[str, Any]", instance_state))
+        if names not in plan.clean_names:
+            check_attribute_names(plan, names)
     if slot_state is not None:
         _require(type(slot_state) is dict, f"{plan.key!r} is stored with malformed slots")
         rebuild.check(slot_state)
         unknown = cast("dict[str, Any]", slot_state).keys() - plan.slots.keys()
         _require(not unknown, f"{plan.key!r} has no slot named {sorted(unknown)[0] if unknown else ''!r}")
+        if plan.pydantic:
+            _check_pydantic_slots(plan, cast("dict[str, Any]", slot_state))
+
+
+def _check_pydantic_slots(plan: ClassPlan, slot_state: dict[str, Any]) -> None:
+    """Vet a model's stored extras, private attributes and fields set (validated nodes)."""
+    for slot in (PYDANTIC_EXTRA, PYDANTIC_PRIVATE, PYDANTIC_FIELDS_SET):
+        if slot not in slot_state:
+            continue
+        node: object = slot_state[slot]
+        names: tuple[object, ...] | None = None
+        if slot == PYDANTIC_FIELDS_SET:
+            # model_construct keeps a frozenset it is given; pydantic itself makes sets. Phase
+            # one already validated the record, so it has a tag.
+            record = cast("tuple[object, ...]", node) if type(node) is tuple else ()
+            if record and record[0] in ("S", "Z"):
+                names = record[1:]
+        elif node is None:
+            continue
+        elif type(node) is dict:
+            names = tuple(cast("dict[str, object]", node))
+        problem = pydantic_slot_problem(plan, slot, names)
+        if problem is not None:
+            raise TypeRefusal(problem)
 
 
 def _build_object(rebuild: _Rebuild, node: tuple[Any, ...]) -> Any:

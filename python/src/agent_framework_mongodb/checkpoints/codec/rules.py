@@ -27,7 +27,7 @@ import typing
 import uuid
 import zoneinfo
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Final, cast
 
 from .framework_registry import is_registered_with_framework
@@ -37,11 +37,17 @@ __all__ = [
     "KIND_ENUM",
     "KIND_NAMED_TUPLE",
     "KIND_OBJECT",
+    "PYDANTIC_EXTRA",
+    "PYDANTIC_FIELDS_SET",
+    "PYDANTIC_PRIVATE",
     "ClassPlan",
     "TypeRefusal",
     "TypeResolver",
+    "check_attribute_names",
     "is_framework_module",
     "is_mapping_class",
+    "is_protocol_name",
+    "pydantic_slot_problem",
     "type_key",
 ]
 
@@ -99,9 +105,18 @@ class ClassPlan:
             code, so an instance may be a set member or a dict key.
         members: Enum members by name (enums only).
         field_count: Number of items (named tuples only).
-        methods: Names of the class's methods and other non-data descriptors (cached properties
-            excepted): an instance attribute of such a name would hide the method, so a stored
-            object could make a later ``obj.method()`` call anything, a class object included.
+        reserved: Names bound in the class or a base (``__dict__`` of the MRO, first binding
+            deciding) that an instance attribute may not take: every one but the defaults of
+            declared fields (dataclass and pydantic; a slot holding a field is no default),
+            plain-data values (``None``, ``bool``, ``int``, ``float``, ``str``, ``bytes``) and
+            ``functools.cached_property``. An instance attribute of such a name would replace
+            what the class means by it (a method, a descriptor, a class, a configuration object)
+            for every later lookup through the instance. Protocol names
+            (:func:`is_protocol_name`) are refused whether or not the class binds them.
+        private: Names of a pydantic model's declared private attributes
+            (``__private_attributes__``); the only keys ``__pydantic_private__`` may hold.
+        clean_names: Attribute-name tuples already found clean, so a checkpoint of thousands of
+            alike objects checks each layout once (:func:`check_attribute_names`).
     """
 
     cls: type
@@ -116,7 +131,9 @@ class ClassPlan:
     hash_safe: bool = False
     members: Mapping[str, enum.Enum] = field(default_factory=dict[str, enum.Enum])
     field_count: int = 0
-    methods: frozenset[str] = frozenset()
+    reserved: frozenset[str] = frozenset()
+    private: frozenset[str] = frozenset()
+    clean_names: set[tuple[str, ...]] = field(default_factory=set[tuple[str, ...]])
 
 
 class TypeResolver:
@@ -372,7 +389,8 @@ def _plan_for(cls: type, key: str) -> ClassPlan:
         key=key,
         kind=KIND_OBJECT,
         instance_dict=_instance_dict_descriptor(cls, key),
-        methods=_method_names(cls),
+        reserved=_reserved_names(cls, pydantic),
+        private=_private_names(cls) if pydantic else frozenset(),
         slots=_slot_descriptors(cls, key),
         framework_state=is_framework_module(cls.__module__) and not pydantic and _defines_getstate(cls),
         pydantic=pydantic,
@@ -456,18 +474,127 @@ def _slot_descriptors(cls: type, key: str) -> dict[str, types.MemberDescriptorTy
     return slots
 
 
-def _method_names(cls: type) -> frozenset[str]:
-    names: set[str] = set()
+_PLAIN_DATA: Final = frozenset({type(None), bool, int, float, str, bytes})
+"""Class attributes an instance attribute may shadow: values, not behaviour (the class-level
+defaults of a plain class). Containers are not among them: a class-level set or dict is the
+class's configuration (``_PICKLE_OMIT_FIELDS``), which code reads through ``self``."""
+
+
+def _reserved_names(cls: type, pydantic: bool) -> frozenset[str]:
+    """The names :attr:`ClassPlan.reserved` lists, decided once per class."""
+    declared = _declared_fields(cls, pydantic)
+    reserved: set[str] = set()
+    seen: set[str] = set()
     for klass in cls.__mro__:
         for name, attribute in klass.__dict__.items():
+            # Only the first binding along the MRO is what a lookup through the instance finds.
+            if name in seen:
+                continue
+            seen.add(name)
             kind: type[object] = type(cast(object, attribute))
-            if (
-                hasattr(kind, "__get__")
-                and not hasattr(kind, "__set__")
-                and kind is not functools.cached_property
-            ):
-                names.add(name)
-    return frozenset(names)
+            # A declared field's class attribute is its default, unless it is the slot that holds
+            # the field: an instance dict entry beside a slot is state no instance has.
+            default = name in declared and kind is not types.MemberDescriptorType
+            if not (default or kind in _PLAIN_DATA or kind is functools.cached_property):
+                reserved.add(name)
+    return frozenset(reserved)
+
+
+def _declared_fields(cls: type, pydantic: bool) -> frozenset[str]:
+    """Fields the class declares as instance state: a class-level value of one is its default."""
+    if pydantic:
+        # __pydantic_fields__ from pydantic 2.10 on; a plain model_fields dict before.
+        for name in ("__pydantic_fields__", "model_fields"):
+            found = _mro_lookup(cls, name)
+            if found is not None and type(found[1]) is dict:
+                return frozenset(cast("dict[str, object]", found[1]))
+        return frozenset()
+    if is_dataclass(cls):
+        return frozenset(item.name for item in fields(cls))
+    return frozenset()
+
+
+def _private_names(cls: type) -> frozenset[str]:
+    found = _mro_lookup(cls, "__private_attributes__")
+    private = found[1] if found is not None else None
+    return frozenset(cast("dict[str, object]", private)) if type(private) is dict else frozenset()
+
+
+def is_protocol_name(name: str) -> bool:
+    """Whether ``name`` begins and ends with an underscore (``__deepcopy__``, ``_repr_html_``).
+
+    Such names are how the interpreter and libraries find hooks on an object, often through
+    the instance (``copy.deepcopy`` reads ``obj.__deepcopy__``, IPython ``obj._repr_html_``,
+    pydantic ``self.__pydantic_serializer__``), and no state is named so.
+    """
+    return name[:1] == "_" and name[-1:] == "_"
+
+
+_CLEAN_LAYOUTS: Final = 64
+"""Attribute-name tuples :attr:`ClassPlan.clean_names` keeps per class; a payload of many
+layouts only makes the later ones take the full check."""
+
+
+def check_attribute_names(plan: ClassPlan, names: tuple[object, ...]) -> None:
+    """Refuse an instance attribute name a stored object may not have; remember a clean layout.
+
+    Callers skip the call when ``names in plan.clean_names``: the hot path is one tuple lookup.
+
+    Raises:
+        TypeRefusal: A name that is not a ``str``, a protocol name (:func:`is_protocol_name`), or
+            one of :attr:`ClassPlan.reserved`.
+    """
+    for name in names:
+        if type(name) is not str:
+            raise TypeRefusal("an instance's attributes must have str names")
+        if is_protocol_name(name):
+            raise TypeRefusal(
+                f"an instance of {plan.key!r} has an attribute {name!r}; a name that begins and ends "
+                "with an underscore is a hook Python and libraries look up on the object, never state"
+            )
+        if name in plan.reserved:
+            raise TypeRefusal(
+                f"an instance of {plan.key!r} has an attribute {name!r} that hides the class attribute "
+                "of that name; only declared fields and plain-data class attributes may be shadowed"
+            )
+    if len(plan.clean_names) < _CLEAN_LAYOUTS:
+        plan.clean_names.add(cast("tuple[str, ...]", names))
+
+
+PYDANTIC_EXTRA: Final = "__pydantic_extra__"
+PYDANTIC_PRIVATE: Final = "__pydantic_private__"
+PYDANTIC_FIELDS_SET: Final = "__pydantic_fields_set__"
+"""The slots of a pydantic model whose contents :func:`pydantic_slot_problem` vets."""
+
+
+def pydantic_slot_problem(plan: ClassPlan, slot: str, names: tuple[object, ...] | None) -> str | None:
+    """Why one of a pydantic model's slots may not be stored or rebuilt, or ``None``.
+
+    Args:
+        plan: The model's plan.
+        slot: :data:`PYDANTIC_EXTRA`, :data:`PYDANTIC_PRIVATE` or :data:`PYDANTIC_FIELDS_SET`.
+        names: The dict's keys (extras, private attributes) or the set's members (fields set),
+            or ``None`` when the slot holds another kind of value.
+
+    pydantic's ``__getattr__`` serves ``__pydantic_extra__`` entries for any name the class
+    lacks, so an extra named like a hook (:func:`is_protocol_name`) would answer every library
+    that looks for one. Private entries it serves only under declared names, so any other key
+    is state no instance of the class can have. ``model_fields_set`` meets ``model_dump``'s
+    ``exclude_unset`` and must be a set of names, not an object with its own ``__contains__``.
+    """
+    shape = "set or frozenset" if slot == PYDANTIC_FIELDS_SET else "dict"
+    if names is None:
+        return f"{plan.key!r} holds a {slot} that is not a {shape}"
+    for name in names:
+        if type(name) is not str:
+            return f"{plan.key!r} holds a {slot} with a name that is not a str"
+        if slot == PYDANTIC_EXTRA and is_protocol_name(name):
+            return (
+                f"{plan.key!r} has an extra field {name!r}, which pydantic would serve as a hook of the model"
+            )
+        if slot == PYDANTIC_PRIVATE and name not in plan.private:
+            return f"{plan.key!r} has a private attribute {name!r} that the class does not declare"
+    return None
 
 
 def _defines_getstate(cls: type) -> bool:

@@ -27,12 +27,24 @@ import pathlib
 import struct
 import uuid
 import zoneinfo
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from decimal import Decimal
 from typing import Any, Final, NoReturn, cast
 
 from ...errors import MongoDBMappingError, MongoDBSerializationError
-from .rules import KIND_ENUM, KIND_NAMED_TUPLE, ClassPlan, TypeRefusal, TypeResolver, is_mapping_class
+from .rules import (
+    KIND_ENUM,
+    KIND_NAMED_TUPLE,
+    PYDANTIC_EXTRA,
+    PYDANTIC_FIELDS_SET,
+    PYDANTIC_PRIVATE,
+    ClassPlan,
+    TypeRefusal,
+    TypeResolver,
+    check_attribute_names,
+    is_mapping_class,
+    pydantic_slot_problem,
+)
 
 # type() spelled so the type checkers see type[Any]: the codec dispatches on exact types of
 # values it knows nothing about, and a cast on the hot path would cost a call per value.
@@ -499,10 +511,16 @@ class _Walker:
         return cast(Any, node)
 
     def read_state(self, value: Any, plan: ClassPlan) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
-        """Return (instance dict, slot values) exactly as the rebuild will write them back."""
+        """Return (instance dict, slot values) exactly as the rebuild will write them back.
+
+        The instance dict's names are vetted before any code of the value runs: a framework
+        ``__getstate__`` is looked up through the instance, and reads ``self`` too.
+        """
         instance_dict = None if plan.instance_dict is None else plan.instance_dict.__get__(value)
-        if instance_dict and not plan.methods.isdisjoint(instance_dict):
-            raise TypeRefusal(_shadowing_message(plan, instance_dict))
+        if instance_dict:
+            names = tuple(instance_dict)
+            if names not in plan.clean_names:
+                check_attribute_names(plan, names)
         slots: dict[str, Any] | None = None
         if plan.slots:
             slots = {}
@@ -512,9 +530,14 @@ class _Walker:
                 except AttributeError:  # noqa: PERF203 - only an unset slot raises, and stays unset
                     continue
         if plan.framework_state:
-            return _framework_state(value, plan, instance_dict, slots)
+            state, slot_state = _framework_state(value, plan, instance_dict, slots)
+            # The stored dict holds every name of the instance dict, so one of the same size
+            # holds the same names; a larger one has names __getstate__ added, vetted here.
+            if state and len(state) != len(instance_dict or ()):
+                check_attribute_names(plan, tuple(state))
+            return state, slot_state
         if plan.pydantic and slots is not None:
-            slots = _pydantic_slots(slots)
+            slots = _pydantic_slots(plan, slots)
         return instance_dict, slots
 
 
@@ -572,21 +595,35 @@ def _state_dict(state: object) -> dict[str, Any] | None:
     return cast("dict[str, Any]", state) if type(state) is dict else None
 
 
-def _pydantic_slots(slots: dict[str, Any]) -> dict[str, Any]:
-    """Leave out private attributes that were never set, as pydantic's own pickling does."""
-    private: object = slots.get("__pydantic_private__")
+def _pydantic_slots(plan: ClassPlan, slots: dict[str, Any]) -> dict[str, Any]:
+    """Vet a model's extras, private attributes and fields set; leave out unset private ones.
+
+    Private attributes never set are left out, as pydantic's own pickling does.
+    """
+    private: object = slots.get(PYDANTIC_PRIVATE)
     if type(private) is dict and private:
         values = cast("dict[str, object]", private)
         slots = dict(slots)
-        slots["__pydantic_private__"] = {
+        slots[PYDANTIC_PRIVATE] = {
             name: item for name, item in values.items() if type(item).__name__ != "PydanticUndefinedType"
         }
+    for slot in (PYDANTIC_EXTRA, PYDANTIC_PRIVATE, PYDANTIC_FIELDS_SET):
+        if slot not in slots:
+            continue
+        held: object = slots[slot]
+        names: tuple[object, ...] | None = None
+        if slot == PYDANTIC_FIELDS_SET:
+            # model_construct keeps a frozenset it is given; pydantic itself makes sets.
+            if type(held) is set or type(held) is frozenset:
+                names = tuple(cast("Iterable[object]", held))
+        elif held is None:
+            continue
+        elif type(held) is dict:
+            names = tuple(cast("dict[object, object]", held))
+        problem = pydantic_slot_problem(plan, slot, names)
+        if problem is not None:
+            raise TypeRefusal(problem)
     return slots
-
-
-def _shadowing_message(plan: ClassPlan, state: dict[str, Any]) -> str:
-    name = sorted(plan.methods.intersection(state))[0]
-    return f"an instance of {plan.key!r} has an attribute {name!r} that hides the class's method of that name"
 
 
 def _unhashable_message(value: object, role: str) -> str:
