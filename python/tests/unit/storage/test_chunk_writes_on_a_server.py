@@ -289,9 +289,9 @@ async def test_chunk_commands_are_batched_so_none_grows_with_the_run(
 
     from agent_framework_mongodb.checkpoints import storage as storage_module
 
+    later = datetime.now(timezone.utc) + timedelta(hours=3)
     for index in range(3):  # the third save, past the grace, prunes and collects chunks
         if index == 2:
-            later = datetime.now(timezone.utc) + timedelta(hours=3)
             monkeypatch.setattr(storage_module, "utc_now", lambda: later)
         await storage.save(_large(f"cp-{index}", messages=1500 + 600 * index))
     bulks = [call.args[0] for call in proxy.named("bulk_write")]
