@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import os
 from collections.abc import AsyncGenerator, Callable, Mapping
+from contextvars import ContextVar
 from datetime import datetime, timezone
 from pathlib import Path
 from types import TracebackType
@@ -22,6 +23,7 @@ from ._codec import client_options
 from ._collation import expand_collation
 from ._collection import InMemoryCollection
 from ._collection_base import unsupported
+from ._dates import server_date_expressions
 from ._errors import command_error
 from ._faults import FaultPlan, HeldOperation
 from ._journal import Journal
@@ -47,6 +49,8 @@ _UNSIMULATED_CREATE = (
     "changeStreamPreAndPostImages",
 )
 _SCRATCH_DB = "__in_memory_scratch__"
+_REQUEST_NOW: ContextVar[list[datetime]] = ContextVar("_REQUEST_NOW")
+"""The clock reading of the request the current task is running server-side, once taken."""
 
 
 def _system_clock() -> datetime:
@@ -329,11 +333,22 @@ class InMemoryMongoClient(SettingsCarrier):
         return self._closed
 
     def server_now(self) -> datetime:
-        """The clock's reading as the server stores dates: naive UTC, whole milliseconds."""
+        """The clock's reading as the server stores dates: naive UTC, whole milliseconds.
+
+        Inside a request the clock is read once, on first use, and every later use in the same
+        request (its filter, each document it updates) sees that reading: ``$$NOW`` is one value
+        for the whole operation.
+        """
+        reading = _REQUEST_NOW.get(None)
+        if reading:
+            return reading[0]
         moment = self.clock()
         if moment.tzinfo is not None:
             moment = moment.astimezone(timezone.utc).replace(tzinfo=None)
-        return moment.replace(microsecond=moment.microsecond // 1000 * 1000)
+        moment = moment.replace(microsecond=moment.microsecond // 1000 * 1000)
+        if reading is not None:
+            reading.append(moment)
+        return moment
 
     def check_open(self) -> None:
         if self._closed:
@@ -367,9 +382,12 @@ class InMemoryMongoClient(SettingsCarrier):
         if held is not None and not await held.pause(deadline.remaining):
             raise deadline.read_timeout_error()
         self.faults.check(operation, collection)
+        request_now = _REQUEST_NOW.set([])
         try:
-            yield
+            with server_date_expressions():
+                yield
         finally:
+            _REQUEST_NOW.reset(request_now)
             await pass_turns(trip.reply)
 
     def __getitem__(self, name: str) -> InMemoryDatabase:

@@ -27,7 +27,7 @@ from ._options import ReadPreferenceMode, SettingsCarrier
 from ._scheduling import pass_turns
 from ._simple_updates import simple_post_image
 from ._sorting import answerable, holds, sort_documents
-from ._updates import compute_post_image, validate_update
+from ._updates import compute_post_image, normalize_filter, validate_update
 from ._upsert_race import server_retries
 
 if TYPE_CHECKING:
@@ -165,6 +165,10 @@ class CollectionBase(SettingsCarrier):
         async with self._database.client.round_trip(operation, self.full_name):
             yield
 
+    def _server_filter(self, filter_: Filter | None) -> dict[str, Any]:
+        """``filter_`` as the server reads it: through BSON, its ``$expr`` seeing ``$$NOW``."""
+        return normalize_filter(wire(dict(filter_ or {})), self._database.client.server_now())
+
     def _out(self, document: Mapping[str, Any]) -> dict[str, Any]:
         return to_client(document, self._settings.codec_options)
 
@@ -178,7 +182,7 @@ class CollectionBase(SettingsCarrier):
         projection: dict[str, Any] | None = None,
     ) -> list[dict[str, Any]]:
         """Copies of the stored documents matching ``filter_``, as mongomock_ng's ``find`` returns."""
-        server_filter = wire(dict(filter_ or {}))
+        server_filter = self._server_filter(filter_)
         if not answerable(sort, projection):
             return self._scanned(server_filter, sort=sort, skip=skip, limit=limit, projection=projection)
         found = self._walked(server_filter, sort, skip + abs(limit)) if sort and limit else None
@@ -239,7 +243,7 @@ class CollectionBase(SettingsCarrier):
 
     def _matching(self, filter_: Filter | None) -> list[dict[str, Any]]:
         """The stored documents themselves matching ``filter_``, in natural order (for reading only)."""
-        server_filter = wire(dict(filter_ or {}))
+        server_filter = self._server_filter(filter_)
         candidates = self._candidates(server_filter)
         if candidates is None:
             candidates = list(self._state.store)
