@@ -298,13 +298,21 @@ class CollectionBase(SettingsCarrier):
     async def _upsert_missed(self, filter_: Filter, sort: Any, *, upsert: bool) -> bool:
         """With scheduling, whether this upsert's query found nothing, after the server's pause
         between that query and its insert, in which other operations run (DIVERGENCES.md entry 2)."""
-        scheduler = self._database.client.scheduler
-        if not upsert or scheduler.scheduling is None:
+        if not upsert or not self._upsert_would_insert(filter_, sort):
             return False
-        if self._query(wire(dict(filter_)), sort=normalize_sort(sort), limit=1):
-            return False
-        await pass_turns(scheduler.draw().request)
+        await self._pause_before_insert()
         return True
+
+    def _upsert_would_insert(self, filter_: Filter, sort: Any) -> bool:
+        """With scheduling, whether an upsert's query finds nothing now, so that it will insert
+        after a pause; always False without scheduling, where upserts run atomically."""
+        if self._database.client.scheduler.scheduling is None:
+            return False
+        return not self._query(wire(dict(filter_)), sort=normalize_sort(sort), limit=1)
+
+    async def _pause_before_insert(self) -> None:
+        """The server's window between an upsert's query and its insert, drawn as a request's wait."""
+        await pass_turns(self._database.client.scheduler.draw().request)
 
     def _upsert_or_update(
         self, filter_: Filter, update: Update, *, upsert: bool, sort: Any, command: bool, missed: bool
