@@ -46,7 +46,7 @@ class BulkWrites(CollectionBase):
         check_keywords("update_many", extra)
         self._check_write_collation(collation)
         unsupported(array_filters=array_filters, let=let)
-        async with self._round_trip("update_many", session):
+        async with self._round_trip("update_many", session, write=self._attempts("update_many")):
             validate_update(update)
             statement = {"q": filter, "u": update, "multi": True, "upsert": upsert}
             command = {"update": self._name, "ordered": True, "updates": [statement]}
@@ -118,7 +118,12 @@ class BulkWrites(CollectionBase):
                 raise OperationFailure(
                     "Cannot set bypass_document_validation with unacknowledged write concern"
                 )
-        async with self._round_trip("bulk_write", session):
+        multi = any(
+            (statement.kind == UPDATE and statement.op["multi"])
+            or (statement.kind == DELETE and not statement.op["limit"])
+            for statement in statements
+        )
+        async with self._round_trip("bulk_write", session, write=self._attempts("bulk_write", multi=multi)):
             stored = self._prepare_bulk(statements)
             order = in_sending_order(statements, ordered=ordered)
             raw = await self._run_bulk(order, stored, ordered=ordered)

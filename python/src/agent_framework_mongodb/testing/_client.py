@@ -27,7 +27,9 @@ from ._dates import server_date_expressions
 from ._errors import command_error
 from ._faults import FaultPlan, HeldOperation
 from ._journal import Journal
+from ._network import attempts
 from ._options import ReadPreferenceMode, SettingsCarrier, client_settings
+from ._retries import WriteAttempts
 from ._scheduling import Scheduler, Scheduling, pass_turns
 from ._state import CollectionState
 from ._stored import DocumentStore
@@ -295,6 +297,8 @@ class InMemoryMongoClient(SettingsCarrier):
         self._settings = parsed.settings
         self.timeout: float | None = parsed.timeout
         """``timeoutMS`` in seconds (pymongo's ``client.options.timeout``), or None."""
+        self.retry_writes = parsed.retry_writes
+        """``retryWrites`` (true unless given false): whether pymongo retries retryable writes."""
         self.backend: Any = mongomock_ng.MongoClient(tz_aware=False)
         self.scratch: Any = self.backend[_SCRATCH_DB]["post_image"]
         self.faults = FaultPlan()
@@ -362,8 +366,17 @@ class InMemoryMongoClient(SettingsCarrier):
         """Pause the next call of ``operation`` on any collection until the hold is released."""
         return self.faults.hold(operation)
 
+    def network_error_next(
+        self, operation: str, *, applied: bool = False, timeout: bool = False, times: int = 1
+    ) -> None:
+        """Make the next ``times`` attempts of the write ``operation`` on any collection lose their
+        connection (``FaultPlan.network_error_next``)."""
+        self.faults.network_error_next(operation, applied=applied, timeout=timeout, times=times)
+
     @contextlib.asynccontextmanager
-    async def round_trip(self, operation: str, collection: str | None) -> AsyncGenerator[None, None]:
+    async def round_trip(
+        self, operation: str, collection: str | None, write: WriteAttempts | None = None
+    ) -> AsyncGenerator[None, None]:
         """One request and its reply; the body is what the server runs, atomically unless it awaits.
 
         First the client-side operation timeout: past its deadline pymongo does not send at all.
@@ -384,11 +397,23 @@ class InMemoryMongoClient(SettingsCarrier):
         self.faults.check(operation, collection)
         request_now = _REQUEST_NOW.set([])
         try:
-            with server_date_expressions():
-                yield
+            async with attempts(
+                self.faults,
+                operation,
+                collection,
+                write,
+                deadline=lambda: current_deadline(self.timeout),
+                retry_wait=self._retry_wait,
+            ):
+                with server_date_expressions():
+                    yield
         finally:
             _REQUEST_NOW.reset(request_now)
             await pass_turns(trip.reply)
+
+    async def _retry_wait(self) -> None:
+        """A retried write's new request, on a new connection, with its own latency."""
+        await pass_turns(self.scheduler.draw().request)
 
     def __getitem__(self, name: str) -> InMemoryDatabase:
         return self.get_database(name)

@@ -176,7 +176,7 @@ class InMemoryCollection(BulkWrites):
             raise TypeError("document must be an instance of dict, bson.son.SON, or another MutableMapping")
         if "_id" not in document:
             document["_id"] = ObjectId()  # pymongo sets the _id on the caller's document
-        async with self._round_trip("insert_one", session):
+        async with self._round_trip("insert_one", session, write=self._attempts("insert_one")):
             stored, size = to_storage_sized(document)
             self._check_command({"insert": self._name, "ordered": True}, sequence_sizes=[size])
             self._write(lambda: self._insert_sized(stored, size))
@@ -196,7 +196,7 @@ class InMemoryCollection(BulkWrites):
         for document in documents:
             if "_id" not in document:
                 document["_id"] = ObjectId()
-        async with self._round_trip("insert_many", session):
+        async with self._round_trip("insert_many", session, write=self._attempts("insert_many")):
             stored = [to_storage_sized(document) for document in documents]
             sizes = [size for _, size in stored]
             check_insert_many(self._database.name, self._name, sizes, acknowledged=self._acknowledged)
@@ -309,7 +309,7 @@ class InMemoryCollection(BulkWrites):
             raise ConfigurationError(
                 "Must be connected to MongoDB 8.0+ to use sort on unacknowledged update commands."
             )
-        async with self._round_trip("update_one", session):
+        async with self._round_trip("update_one", session, write=self._attempts("update_one")):
             validate_update(update)
             statement = {"q": filter, "u": update, "multi": False, "upsert": upsert}
             self._check_command({"update": self._name, "ordered": True, "updates": [statement]})
@@ -373,7 +373,9 @@ class InMemoryCollection(BulkWrites):
             chosen = post if return_document == ReturnDocument.AFTER else pre
             return self._project(chosen, projection)
 
-        async with self._round_trip("find_one_and_update", session):
+        async with self._round_trip(
+            "find_one_and_update", session, write=self._attempts("find_one_and_update")
+        ):
             validate_update(update)
             command = {"findAndModify": self._name, "query": filter, "update": update, "upsert": upsert}
             self._check_command(command)
@@ -401,7 +403,7 @@ class InMemoryCollection(BulkWrites):
                 self._delete_stored(document)
             return len(found)
 
-        async with self._round_trip("delete_one", session):
+        async with self._round_trip("delete_one", session, write=self._attempts("delete_one")):
             deletes = [{"q": filter, "limit": 1}]
             self._check_command({"delete": self._name, "ordered": True, "deletes": deletes})
             self._check_default_collation(collation)
@@ -423,7 +425,7 @@ class InMemoryCollection(BulkWrites):
             self._check_hint(hint)
             return self.delete_matching(filter)
 
-        async with self._round_trip("delete_many", session):
+        async with self._round_trip("delete_many", session, write=self._attempts("delete_many")):
             deletes = [{"q": filter, "limit": 0}]
             self._check_command({"delete": self._name, "ordered": True, "deletes": deletes})
             self._check_default_collation(collation)

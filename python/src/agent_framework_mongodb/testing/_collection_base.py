@@ -24,6 +24,7 @@ from ._faults import HeldOperation
 from ._indexes import matches
 from ._keywords import check_keywords
 from ._options import ReadPreferenceMode, SettingsCarrier
+from ._retries import WriteAttempts, write_attempts
 from ._scheduling import pass_turns
 from ._simple_updates import simple_post_image
 from ._sorting import answerable, holds, sort_documents
@@ -157,13 +158,36 @@ class CollectionBase(SettingsCarrier):
         return self._database.backend[self._name]
 
     @contextlib.asynccontextmanager
-    async def _round_trip(self, operation: str, session: object = None) -> AsyncGenerator[None, None]:
-        """One operation sent to the server; the body runs there, atomically unless it awaits."""
+    async def _round_trip(
+        self, operation: str, session: object = None, *, write: WriteAttempts | None = None
+    ) -> AsyncGenerator[None, None]:
+        """One operation sent to the server; the body runs there, atomically unless it awaits.
+
+        ``write``: how pymongo sends it, if it is a write (``_attempts``), for network faults.
+        """
         await asyncio.sleep(0)  # every operation lets other tasks run before it executes atomically
         unsupported(session=session)
         self._database.client.check_open()
-        async with self._database.client.round_trip(operation, self.full_name):
+        async with self._database.client.round_trip(operation, self.full_name, write):
             yield
+
+    def _attempts(self, operation: str, *, multi: bool = False) -> WriteAttempts:
+        """pymongo's retry rule for this write on this view (``_retries.py``)."""
+        return write_attempts(
+            operation,
+            acknowledged=self._acknowledged,
+            retry_writes=self._database.client.retry_writes,
+            multi=multi,
+        )
+
+    def network_error_next(
+        self, operation: str, *, applied: bool = False, timeout: bool = False, times: int = 1
+    ) -> None:
+        """Make the next ``times`` attempts of the write ``operation`` on this collection lose
+        their connection (``FaultPlan.network_error_next``)."""
+        self._database.client.faults.network_error_next(
+            operation, applied=applied, timeout=timeout, collection=self.full_name, times=times
+        )
 
     def _server_filter(self, filter_: Filter | None) -> dict[str, Any]:
         """``filter_`` as the server reads it: through BSON, its ``$expr`` seeing ``$$NOW``."""
