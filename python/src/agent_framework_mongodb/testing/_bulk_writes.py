@@ -11,7 +11,7 @@ from pymongo.common import validate_list
 from pymongo.errors import BulkWriteError, ConfigurationError, InvalidOperation, OperationFailure
 from pymongo.results import BulkWriteResult, UpdateResult
 
-from ._bulk import COMMANDS, DELETE, INSERT, BulkTally, RequestCollector, Statement, in_sending_order
+from ._bulk import COMMANDS, DELETE, INSERT, UPDATE, BulkTally, RequestCollector, Statement, in_sending_order
 from ._codec import to_storage_sized
 from ._codec import wire_value as wire
 from ._collection_base import CollationArg, CollectionBase, Filter, Hint, Update, unsupported
@@ -28,7 +28,7 @@ _Stored = dict[int, tuple[dict[str, Any], int]]  # a bulk's insert documents by 
 
 
 class BulkWrites(CollectionBase):
-    """``update_many`` and ``bulk_write``; each runs atomically, in one ``_write`` (DIVERGENCES.md)."""
+    """``update_many`` and ``bulk_write``; atomic but for their upserts' waits (DIVERGENCES.md)."""
 
     async def update_many(
         self,
@@ -46,7 +46,7 @@ class BulkWrites(CollectionBase):
         check_keywords("update_many", extra)
         self._check_write_collation(collation)
         unsupported(array_filters=array_filters, let=let)
-        async with self._round_trip("update_many", session):
+        async with self._round_trip("update_many", session, write=self._attempts("update_many")):
             validate_update(update)
             statement = {"q": filter, "u": update, "multi": True, "upsert": upsert}
             command = {"update": self._name, "ordered": True, "updates": [statement]}
@@ -118,10 +118,15 @@ class BulkWrites(CollectionBase):
                 raise OperationFailure(
                     "Cannot set bypass_document_validation with unacknowledged write concern"
                 )
-        async with self._round_trip("bulk_write", session):
+        multi = any(
+            (statement.kind == UPDATE and statement.op["multi"])
+            or (statement.kind == DELETE and not statement.op["limit"])
+            for statement in statements
+        )
+        async with self._round_trip("bulk_write", session, write=self._attempts("bulk_write", multi=multi)):
             stored = self._prepare_bulk(statements)
             order = in_sending_order(statements, ordered=ordered)
-            raw = self._write(lambda: self._run_bulk(order, stored, ordered=ordered))
+            raw = await self._run_bulk(order, stored, ordered=ordered)
         if raw is None:
             return BulkWriteResult({}, acknowledged=False)
         return BulkWriteResult(raw, acknowledged=True)
@@ -144,30 +149,79 @@ class BulkWrites(CollectionBase):
             )
         return stored
 
-    def _run_bulk(self, order: list[Statement], stored: _Stored, *, ordered: bool) -> dict[str, Any]:
-        """Run the statements; ordered, the first write error ends the bulk; then raise them all."""
+    async def _run_bulk(
+        self, order: list[Statement], stored: _Stored, *, ordered: bool
+    ) -> dict[str, Any] | None:
+        """Run the statements; ordered, the first write error ends the bulk; then raise them all.
+
+        The server runs a command's statements one at a time, and an upsert among them queries,
+        then inserts, as a single upsert does. Under scheduling such an upsert whose query finds
+        nothing waits there, as ``update_one``'s does (DIVERGENCES.md entries 2 and 26), while
+        other operations run; the statements between two such waits run atomically, each run in
+        one journal append. Without scheduling nothing waits, and the bulk is one atomic run.
+        Unacknowledged, the result and every write error are lost (None).
+        """
         tally = BulkTally()
-        for statement in order:
-            error = self._try_statement(statement, stored, tally)
-            if error is not None:
-                tally.failed(statement, error)
-                if ordered:
-                    break
+        resume: int | None = 0
+        missed = False
+        while resume is not None:
+            with self._database.client.journal.batch():
+                resume = self._run_until_wait(order, resume, stored, tally, ordered=ordered, missed=missed)
+            if resume is not None:
+                await self._pause_before_insert()
+                missed = True
+        if not self._acknowledged:
+            return None
         raw = tally.raw()
         if raw["writeErrors"]:
             raise BulkWriteError(raw)
         return raw
 
+    def _run_until_wait(
+        self,
+        order: list[Statement],
+        start: int,
+        stored: _Stored,
+        tally: BulkTally,
+        *,
+        ordered: bool,
+        missed: bool,
+    ) -> int | None:
+        """Run ``order[start:]`` until an upsert must wait before inserting: its position, or None
+        once the bulk is done. ``missed``: ``order[start]`` already queried, found nothing and waited."""
+        for position in range(start, len(order)):
+            statement = order[position]
+            resumed = missed and position == start
+            if not resumed and self._must_wait(statement):
+                return position
+            error = self._try_statement(statement, stored, tally, missed=resumed)
+            if error is not None:
+                tally.failed(statement, error)
+                if ordered:
+                    return None
+        return None
+
+    def _must_wait(self, statement: Statement) -> bool:
+        """Whether this upsert statement's query finds nothing now, under scheduling."""
+        if statement.kind != UPDATE or not statement.op.get("upsert"):
+            return False
+        try:
+            return self._upsert_would_insert(statement.op["q"], None)
+        except OperationFailure:
+            return False  # a filter the server refuses: the statement reports it when it runs
+
     def _try_statement(
-        self, statement: Statement, stored: _Stored, tally: BulkTally
+        self, statement: Statement, stored: _Stored, tally: BulkTally, *, missed: bool
     ) -> OperationFailure | None:
         try:
-            self._run_statement(statement, stored, tally)
+            self._run_statement(statement, stored, tally, missed=missed)
         except OperationFailure as error:  # the statement's write error (E11000 included)
             return error
         return None
 
-    def _run_statement(self, statement: Statement, stored: _Stored, tally: BulkTally) -> None:
+    def _run_statement(
+        self, statement: Statement, stored: _Stored, tally: BulkTally, *, missed: bool
+    ) -> None:
         op = statement.op
         if statement.kind == INSERT:
             document, size = stored[statement.index]
@@ -190,11 +244,11 @@ class BulkWrites(CollectionBase):
         upsert = bool(op.get("upsert", False))
         if op["multi"]:
             n, modified, upserted_id = self._update_all(
-                op["q"], op["u"], upsert=upsert, hint=None, missed=False
+                op["q"], op["u"], upsert=upsert, hint=None, missed=missed
             )
         else:
             pre, post, upserted_id, changed = self._upsert_or_update(
-                op["q"], op["u"], upsert=upsert, sort=None, command=False, missed=False
+                op["q"], op["u"], upsert=upsert, sort=None, command=False, missed=missed
             )
             n, modified = (0 if post is None else 1), int(changed and pre is not None)
         tally.updated(statement, n, modified, upserted_id)

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import os
 from collections.abc import AsyncGenerator, Callable, Mapping
+from contextvars import ContextVar
 from datetime import datetime, timezone
 from pathlib import Path
 from types import TracebackType
@@ -22,10 +23,13 @@ from ._codec import client_options
 from ._collation import expand_collation
 from ._collection import InMemoryCollection
 from ._collection_base import unsupported
+from ._dates import server_date_expressions
 from ._errors import command_error
 from ._faults import FaultPlan, HeldOperation
 from ._journal import Journal
+from ._network import attempts
 from ._options import ReadPreferenceMode, SettingsCarrier, client_settings
+from ._retries import WriteAttempts
 from ._scheduling import Scheduler, Scheduling, pass_turns
 from ._state import CollectionState
 from ._stored import DocumentStore
@@ -47,6 +51,8 @@ _UNSIMULATED_CREATE = (
     "changeStreamPreAndPostImages",
 )
 _SCRATCH_DB = "__in_memory_scratch__"
+_REQUEST_NOW: ContextVar[list[datetime]] = ContextVar("_REQUEST_NOW")
+"""The clock reading of the request the current task is running server-side, once taken."""
 
 
 def _system_clock() -> datetime:
@@ -291,6 +297,8 @@ class InMemoryMongoClient(SettingsCarrier):
         self._settings = parsed.settings
         self.timeout: float | None = parsed.timeout
         """``timeoutMS`` in seconds (pymongo's ``client.options.timeout``), or None."""
+        self.retry_writes = parsed.retry_writes
+        """``retryWrites`` (true unless given false): whether pymongo retries retryable writes."""
         self.backend: Any = mongomock_ng.MongoClient(tz_aware=False)
         self.scratch: Any = self.backend[_SCRATCH_DB]["post_image"]
         self.faults = FaultPlan()
@@ -329,11 +337,22 @@ class InMemoryMongoClient(SettingsCarrier):
         return self._closed
 
     def server_now(self) -> datetime:
-        """The clock's reading as the server stores dates: naive UTC, whole milliseconds."""
+        """The clock's reading as the server stores dates: naive UTC, whole milliseconds.
+
+        Inside a request the clock is read once, on first use, and every later use in the same
+        request (its filter, each document it updates) sees that reading: ``$$NOW`` is one value
+        for the whole operation.
+        """
+        reading = _REQUEST_NOW.get(None)
+        if reading:
+            return reading[0]
         moment = self.clock()
         if moment.tzinfo is not None:
             moment = moment.astimezone(timezone.utc).replace(tzinfo=None)
-        return moment.replace(microsecond=moment.microsecond // 1000 * 1000)
+        moment = moment.replace(microsecond=moment.microsecond // 1000 * 1000)
+        if reading is not None:
+            reading.append(moment)
+        return moment
 
     def check_open(self) -> None:
         if self._closed:
@@ -347,8 +366,17 @@ class InMemoryMongoClient(SettingsCarrier):
         """Pause the next call of ``operation`` on any collection until the hold is released."""
         return self.faults.hold(operation)
 
+    def network_error_next(
+        self, operation: str, *, applied: bool = False, timeout: bool = False, times: int = 1
+    ) -> None:
+        """Make the next ``times`` attempts of the write ``operation`` on any collection lose their
+        connection (``FaultPlan.network_error_next``)."""
+        self.faults.network_error_next(operation, applied=applied, timeout=timeout, times=times)
+
     @contextlib.asynccontextmanager
-    async def round_trip(self, operation: str, collection: str | None) -> AsyncGenerator[None, None]:
+    async def round_trip(
+        self, operation: str, collection: str | None, write: WriteAttempts | None = None
+    ) -> AsyncGenerator[None, None]:
         """One request and its reply; the body is what the server runs, atomically unless it awaits.
 
         First the client-side operation timeout: past its deadline pymongo does not send at all.
@@ -367,10 +395,25 @@ class InMemoryMongoClient(SettingsCarrier):
         if held is not None and not await held.pause(deadline.remaining):
             raise deadline.read_timeout_error()
         self.faults.check(operation, collection)
+        request_now = _REQUEST_NOW.set([])
         try:
-            yield
+            async with attempts(
+                self.faults,
+                operation,
+                collection,
+                write,
+                deadline=lambda: current_deadline(self.timeout),
+                retry_wait=self._retry_wait,
+            ):
+                with server_date_expressions():
+                    yield
         finally:
+            _REQUEST_NOW.reset(request_now)
             await pass_turns(trip.reply)
+
+    async def _retry_wait(self) -> None:
+        """A retried write's new request, on a new connection, with its own latency."""
+        await pass_turns(self.scheduler.draw().request)
 
     def __getitem__(self, name: str) -> InMemoryDatabase:
         return self.get_database(name)

@@ -15,12 +15,12 @@ from pymongo.write_concern import WriteConcern
 
 from ._bulk_writes import BulkWrites
 from ._codec import as_mapping, to_storage_sized
-from ._collation import check_collation
+from ._collation import check_collation, collation_document
 from ._collection_base import CollationArg, Filter, Hint, Update, projection_spec, unsupported
 from ._cursor import InMemoryCursor, SortSpec, normalize_sort
 from ._errors import command_error
 from ._keywords import check_keywords
-from ._limits import check_command, check_insert_many, insert_error
+from ._limits import check_command, check_insert_many, check_query, insert_error
 from ._options import ReadPreferenceMode
 from ._updates import validate_update
 
@@ -81,6 +81,16 @@ class InMemoryCollection(BulkWrites):
 
     async def _run_cursor(self, cursor: InMemoryCursor) -> list[dict[str, Any]]:
         async with self._round_trip("find"):
+            self._check_find(
+                cursor.filter,
+                cursor.projection,
+                sort=cursor.sort_spec,
+                skip=cursor.skip_value,
+                limit=cursor.limit_value,
+                batch_size=cursor.batch_size_value,
+                hint=cursor.hint_value,
+                collation=cursor.collation_value,
+            )
             self._check_default_collation(cursor.collation_value)
             self._check_hint(cursor.hint_value)
             documents = self._query(
@@ -109,6 +119,16 @@ class InMemoryCollection(BulkWrites):
         mapping = as_mapping(filter)
         query = mapping if mapping is not None or filter is None else {"_id": filter}  # a bare _id
         async with self._round_trip("find_one", session):
+            # pymongo's find_one is find(...).limit(-1): one batch, closed at once.
+            self._check_find(
+                query,
+                projection,
+                sort=normalize_sort(sort),
+                skip=skip,
+                limit=-1,
+                hint=hint,
+                collation=collation,
+            )
             self._check_default_collation(collation)
             self._check_hint(hint)
             found = self._query(
@@ -129,6 +149,7 @@ class InMemoryCollection(BulkWrites):
     ) -> int:
         check_collation(collation)
         async with self._round_trip("count_documents", session):
+            self._check_command(_count_command(self._name, filter, skip=skip, limit=limit, hint=hint))
             self._check_default_collation(collation)
             self._check_hint(hint)
             count = len(self._matching(filter))
@@ -155,7 +176,7 @@ class InMemoryCollection(BulkWrites):
             raise TypeError("document must be an instance of dict, bson.son.SON, or another MutableMapping")
         if "_id" not in document:
             document["_id"] = ObjectId()  # pymongo sets the _id on the caller's document
-        async with self._round_trip("insert_one", session):
+        async with self._round_trip("insert_one", session, write=self._attempts("insert_one")):
             stored, size = to_storage_sized(document)
             self._check_command({"insert": self._name, "ordered": True}, sequence_sizes=[size])
             self._write(lambda: self._insert_sized(stored, size))
@@ -175,12 +196,50 @@ class InMemoryCollection(BulkWrites):
         for document in documents:
             if "_id" not in document:
                 document["_id"] = ObjectId()
-        async with self._round_trip("insert_many", session):
+        async with self._round_trip("insert_many", session, write=self._attempts("insert_many")):
             stored = [to_storage_sized(document) for document in documents]
             sizes = [size for _, size in stored]
             check_insert_many(self._database.name, self._name, sizes, acknowledged=self._acknowledged)
             self._write(lambda: self._insert_all(documents, stored, ordered=ordered))
         return InsertManyResult([document["_id"] for document in documents], acknowledged=self._acknowledged)
+
+    def _check_find(
+        self,
+        filter_: Mapping[str, Any] | None,
+        projection: Any,
+        *,
+        sort: list[tuple[str, int]],
+        skip: int,
+        limit: int,
+        hint: Hint | Mapping[str, Any],
+        collation: CollationArg,
+        batch_size: int = 0,
+    ) -> None:
+        """Refuse a ``find`` whose command pymongo would not send (``check_query``).
+
+        The command is built as ``_gen_find_command`` in pymongo/message.py builds it.
+        """
+        command: dict[str, Any] = {"find": self._name, "filter": dict(filter_ or {})}
+        if sort:
+            command["sort"] = dict(sort)
+        if hint is not None:
+            command["hint"] = hint if isinstance(hint, str) else dict(normalize_sort(hint))
+        if projection:
+            command["projection"] = projection_spec(projection)
+        if skip:
+            command["skip"] = skip
+        if limit:
+            command["limit"] = abs(limit)
+            if limit < 0:
+                command["singleBatch"] = True
+        if batch_size:
+            command["batchSize"] = batch_size + 1 if batch_size == limit else batch_size
+        if self.read_concern.level:
+            command["readConcern"] = self.read_concern.document
+        if collation is not None:
+            command["collation"] = collation_document(collation)
+        mode = self.read_preference
+        check_query(self._database.name, command, read_preference=mode.document if mode.mode else None)
 
     def _check_command(self, command: Mapping[str, Any], *, sequence_sizes: list[int] | None = None) -> None:
         check_command(
@@ -250,7 +309,7 @@ class InMemoryCollection(BulkWrites):
             raise ConfigurationError(
                 "Must be connected to MongoDB 8.0+ to use sort on unacknowledged update commands."
             )
-        async with self._round_trip("update_one", session):
+        async with self._round_trip("update_one", session, write=self._attempts("update_one")):
             validate_update(update)
             statement = {"q": filter, "u": update, "multi": False, "upsert": upsert}
             self._check_command({"update": self._name, "ordered": True, "updates": [statement]})
@@ -314,7 +373,9 @@ class InMemoryCollection(BulkWrites):
             chosen = post if return_document == ReturnDocument.AFTER else pre
             return self._project(chosen, projection)
 
-        async with self._round_trip("find_one_and_update", session):
+        async with self._round_trip(
+            "find_one_and_update", session, write=self._attempts("find_one_and_update")
+        ):
             validate_update(update)
             command = {"findAndModify": self._name, "query": filter, "update": update, "upsert": upsert}
             self._check_command(command)
@@ -342,7 +403,7 @@ class InMemoryCollection(BulkWrites):
                 self._delete_stored(document)
             return len(found)
 
-        async with self._round_trip("delete_one", session):
+        async with self._round_trip("delete_one", session, write=self._attempts("delete_one")):
             deletes = [{"q": filter, "limit": 1}]
             self._check_command({"delete": self._name, "ordered": True, "deletes": deletes})
             self._check_default_collation(collation)
@@ -364,7 +425,7 @@ class InMemoryCollection(BulkWrites):
             self._check_hint(hint)
             return self.delete_matching(filter)
 
-        async with self._round_trip("delete_many", session):
+        async with self._round_trip("delete_many", session, write=self._attempts("delete_many")):
             deletes = [{"q": filter, "limit": 0}]
             self._check_command({"delete": self._name, "ordered": True, "deletes": deletes})
             self._check_default_collation(collation)
@@ -375,3 +436,19 @@ class InMemoryCollection(BulkWrites):
             # pymongo builds the result from the reply it fakes for w=0 (command_runner.py).
             return DeleteResult({"ok": 1}, acknowledged=False)
         return DeleteResult({"n": deleted, "ok": 1.0}, acknowledged=True)
+
+
+def _count_command(
+    name: str, filter_: Filter, *, skip: int | None, limit: int | None, hint: Hint
+) -> dict[str, Any]:
+    """The ``aggregate`` command pymongo's ``count_documents`` sends (pymongo/asynchronous/collection.py)."""
+    pipeline: list[dict[str, Any]] = [{"$match": dict(filter_)}]
+    if skip is not None:
+        pipeline.append({"$skip": skip})
+    if limit is not None:
+        pipeline.append({"$limit": limit})
+    pipeline.append({"$group": {"_id": 1, "n": {"$sum": 1}}})
+    command: dict[str, Any] = {"aggregate": name, "pipeline": pipeline, "cursor": {}}
+    if hint is not None:
+        command["hint"] = hint if isinstance(hint, str) else dict(normalize_sort(hint))
+    return command

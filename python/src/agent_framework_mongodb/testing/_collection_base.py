@@ -24,10 +24,11 @@ from ._faults import HeldOperation
 from ._indexes import matches
 from ._keywords import check_keywords
 from ._options import ReadPreferenceMode, SettingsCarrier
+from ._retries import WriteAttempts, write_attempts
 from ._scheduling import pass_turns
 from ._simple_updates import simple_post_image
 from ._sorting import answerable, holds, sort_documents
-from ._updates import compute_post_image, validate_update
+from ._updates import compute_post_image, normalize_filter, validate_update
 from ._upsert_race import server_retries
 
 if TYPE_CHECKING:
@@ -157,13 +158,40 @@ class CollectionBase(SettingsCarrier):
         return self._database.backend[self._name]
 
     @contextlib.asynccontextmanager
-    async def _round_trip(self, operation: str, session: object = None) -> AsyncGenerator[None, None]:
-        """One operation sent to the server; the body runs there, atomically unless it awaits."""
+    async def _round_trip(
+        self, operation: str, session: object = None, *, write: WriteAttempts | None = None
+    ) -> AsyncGenerator[None, None]:
+        """One operation sent to the server; the body runs there, atomically unless it awaits.
+
+        ``write``: how pymongo sends it, if it is a write (``_attempts``), for network faults.
+        """
         await asyncio.sleep(0)  # every operation lets other tasks run before it executes atomically
         unsupported(session=session)
         self._database.client.check_open()
-        async with self._database.client.round_trip(operation, self.full_name):
+        async with self._database.client.round_trip(operation, self.full_name, write):
             yield
+
+    def _attempts(self, operation: str, *, multi: bool = False) -> WriteAttempts:
+        """pymongo's retry rule for this write on this view (``_retries.py``)."""
+        return write_attempts(
+            operation,
+            acknowledged=self._acknowledged,
+            retry_writes=self._database.client.retry_writes,
+            multi=multi,
+        )
+
+    def network_error_next(
+        self, operation: str, *, applied: bool = False, timeout: bool = False, times: int = 1
+    ) -> None:
+        """Make the next ``times`` attempts of the write ``operation`` on this collection lose
+        their connection (``FaultPlan.network_error_next``)."""
+        self._database.client.faults.network_error_next(
+            operation, applied=applied, timeout=timeout, collection=self.full_name, times=times
+        )
+
+    def _server_filter(self, filter_: Filter | None) -> dict[str, Any]:
+        """``filter_`` as the server reads it: through BSON, its ``$expr`` seeing ``$$NOW``."""
+        return normalize_filter(wire(dict(filter_ or {})), self._database.client.server_now())
 
     def _out(self, document: Mapping[str, Any]) -> dict[str, Any]:
         return to_client(document, self._settings.codec_options)
@@ -178,7 +206,7 @@ class CollectionBase(SettingsCarrier):
         projection: dict[str, Any] | None = None,
     ) -> list[dict[str, Any]]:
         """Copies of the stored documents matching ``filter_``, as mongomock_ng's ``find`` returns."""
-        server_filter = wire(dict(filter_ or {}))
+        server_filter = self._server_filter(filter_)
         if not answerable(sort, projection):
             return self._scanned(server_filter, sort=sort, skip=skip, limit=limit, projection=projection)
         found = self._walked(server_filter, sort, skip + abs(limit)) if sort and limit else None
@@ -239,7 +267,7 @@ class CollectionBase(SettingsCarrier):
 
     def _matching(self, filter_: Filter | None) -> list[dict[str, Any]]:
         """The stored documents themselves matching ``filter_``, in natural order (for reading only)."""
-        server_filter = wire(dict(filter_ or {}))
+        server_filter = self._server_filter(filter_)
         candidates = self._candidates(server_filter)
         if candidates is None:
             candidates = list(self._state.store)
@@ -294,13 +322,21 @@ class CollectionBase(SettingsCarrier):
     async def _upsert_missed(self, filter_: Filter, sort: Any, *, upsert: bool) -> bool:
         """With scheduling, whether this upsert's query found nothing, after the server's pause
         between that query and its insert, in which other operations run (DIVERGENCES.md entry 2)."""
-        scheduler = self._database.client.scheduler
-        if not upsert or scheduler.scheduling is None:
+        if not upsert or not self._upsert_would_insert(filter_, sort):
             return False
-        if self._query(wire(dict(filter_)), sort=normalize_sort(sort), limit=1):
-            return False
-        await pass_turns(scheduler.draw().request)
+        await self._pause_before_insert()
         return True
+
+    def _upsert_would_insert(self, filter_: Filter, sort: Any) -> bool:
+        """With scheduling, whether an upsert's query finds nothing now, so that it will insert
+        after a pause; always False without scheduling, where upserts run atomically."""
+        if self._database.client.scheduler.scheduling is None:
+            return False
+        return not self._query(wire(dict(filter_)), sort=normalize_sort(sort), limit=1)
+
+    async def _pause_before_insert(self) -> None:
+        """The server's window between an upsert's query and its insert, drawn as a request's wait."""
+        await pass_turns(self._database.client.scheduler.draw().request)
 
     def _upsert_or_update(
         self, filter_: Filter, update: Update, *, upsert: bool, sort: Any, command: bool, missed: bool

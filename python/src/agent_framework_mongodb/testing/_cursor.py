@@ -95,6 +95,7 @@ class InMemoryCursor:
         self.skip_value = skip
         self.collation_value = collation
         self.hint_value = hint
+        self.batch_size_value = 0
         self._results: list[dict[str, Any]] | None = None
         self._position = 0
         self._killed = False
@@ -141,6 +142,7 @@ class InMemoryCursor:
         if batch_size < 0:
             raise ValueError("batch_size must be >= 0")
         self._check_okay_to_chain()
+        self.batch_size_value = batch_size  # sent, so counted in the command's size; else unused
         return self
 
     async def _fetch(self) -> list[dict[str, Any]]:

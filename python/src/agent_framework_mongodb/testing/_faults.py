@@ -1,4 +1,5 @@
-"""Deterministic fault injection: make the next call of an operation raise a chosen error or wait."""
+"""Deterministic fault injection: make the next call of an operation raise a chosen error, wait, or
+lose its connection around the write (``network_error_next``, carried out by ``_network.py``)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,31 @@ class _Fault:
     operation: str
     collection: str | None
     error: BaseException
+    remaining: int
+
+
+NETWORK_FAULT_OPERATIONS = frozenset(
+    {"insert_one", "insert_many", "update_one", "update_many", "find_one_and_update"}
+    | {"delete_one", "delete_many", "bulk_write"}
+)
+"""The writes ``network_error_next`` applies to: every write a storage sends."""
+
+
+@dataclass(frozen=True)
+class NetworkFault:
+    """How one attempt of a write loses its connection."""
+
+    applied: bool
+    """Whether the server applied the write before the connection broke (the reply is lost)."""
+    timeout: bool
+    """A socket timeout (``NetworkTimeout``) rather than a closed connection (``AutoReconnect``)."""
+
+
+@dataclass
+class _NetworkFaults:
+    operation: str
+    collection: str | None
+    fault: NetworkFault
     remaining: int
 
 
@@ -87,10 +113,14 @@ class FaultPlan:
     the error then reaches the caller after the reply's) and before it touches any data, so a
     failed operation changes nothing, like a request the server refused before running it. A hold
     (:meth:`hold`) pauses a call at the same point; a call both held and failed fails when released.
+    A queued error reaches the caller as it is, like the error pymongo raises once its own retries
+    are spent; :meth:`network_error_next` instead models the lost connection itself, and pymongo's
+    and the server's answer to it.
     """
 
     _faults: list[_Fault] = field(default_factory=list[_Fault])
     _holds: list[HeldOperation] = field(default_factory=list[HeldOperation])
+    _network: list[_NetworkFaults] = field(default_factory=list[_NetworkFaults])
 
     def fail_next(
         self,
@@ -106,6 +136,46 @@ class FaultPlan:
             raise ValueError("times must be at least 1")
         self._faults.append(_Fault(operation, collection, error, times))
 
+    def network_error_next(
+        self,
+        operation: str,
+        *,
+        applied: bool = False,
+        timeout: bool = False,
+        collection: str | None = None,
+        times: int = 1,
+    ) -> None:
+        """Make the next ``times`` attempts of the write ``operation`` lose their connection.
+
+        ``applied``: the server applied the write before the connection broke, so only its reply
+        is lost; otherwise the request never ran. ``timeout``: the socket read timed out
+        (``NetworkTimeout``; under a client-side operation timeout, at the deadline) rather than
+        the connection closing (``AutoReconnect``). The engine then does what pymongo and the
+        server do (``_network.py``): pymongo retries a retryable write once, or under a
+        client-side operation timeout until its deadline, and the server applies it once (its
+        ``txnNumber``); a write that is not retryable raises the error, applied or not as set.
+        Each attempt, the retries included, takes one of ``times``. ``operation`` is a write:
+        ``fail_next`` models a read's error, which reaches the caller after pymongo's retry.
+        """
+        if operation not in NETWORK_FAULT_OPERATIONS:
+            raise ValueError(
+                f"network_error_next models writes ({', '.join(sorted(NETWORK_FAULT_OPERATIONS))}),"
+                f" not {operation!r}; use fail_next for other operations"
+            )
+        if times < 1:
+            raise ValueError("times must be at least 1")
+        self._network.append(_NetworkFaults(operation, collection, NetworkFault(applied, timeout), times))
+
+    def take_network_fault(self, operation: str, collection: str | None) -> NetworkFault | None:
+        """The network fault of this attempt, which it consumes; None when the attempt gets through."""
+        for queued in self._network:
+            if queued.operation == operation and queued.collection in (None, collection):
+                queued.remaining -= 1
+                if queued.remaining == 0:
+                    self._network.remove(queued)
+                return queued.fault
+        return None
+
     def hold(self, operation: str, *, collection: str | None = None) -> HeldOperation:
         """Pause the next call of ``operation`` (on ``collection``, a full name such as
         ``"db.coll"``, or on any collection when None) until the returned hold is released."""
@@ -117,6 +187,7 @@ class FaultPlan:
         """Forget every queued fault and every hold no call has reached yet."""
         self._faults.clear()
         self._holds.clear()
+        self._network.clear()
 
     def take_hold(self, operation: str, collection: str | None) -> HeldOperation | None:
         """The first hold waiting for this call, which it now owns; None when there is none."""
@@ -128,8 +199,8 @@ class FaultPlan:
 
     @property
     def pending(self) -> int:
-        """How many injected failures have not fired yet."""
-        return sum(fault.remaining for fault in self._faults)
+        """How many injected failures (network faults' attempts included) have not fired yet."""
+        return sum(fault.remaining for fault in self._faults) + sum(q.remaining for q in self._network)
 
     def check(self, operation: str, collection: str | None) -> None:
         """Raise the first queued error that matches this call, if any."""

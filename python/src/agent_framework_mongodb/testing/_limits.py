@@ -75,6 +75,32 @@ def check_command(
         _too_large(name, size, MAX_BSON_SIZE + COMMAND_OVERHEAD)
 
 
+def check_query(
+    database: str, command: Mapping[str, Any], *, read_preference: Mapping[str, Any] | None
+) -> None:
+    """Raise ``DocumentTooLarge`` where pymongo refuses to send a ``find`` command.
+
+    A cursor's first batch is not sent through ``run_command``: ``_Query.get_message`` returns the
+    encoded command's total size in the place of the largest document's, and
+    ``AsyncConnection.send_message`` refuses it when it exceeds ``maxBsonObjectSize`` itself, with
+    no ``_COMMAND_OVERHEAD`` allowance and the insert-style text (pymongo/message.py,
+    pymongo/asynchronous/cursor_base.py ``_run_with_conn``, pymongo/asynchronous/pool.py; pymongo
+    4.20). So a ``find`` or ``find_one`` whose filter, projection and sort pass 16 MiB never reaches
+    the server, while ``count_documents``, an ``aggregate`` command, gets the allowance. The
+    command carries the session and the database as :func:`check_command`'s do, and a read
+    preference other than primary (``_op_msg``).
+    """
+    body = {**command, "lsid": _SESSION, "$db": database}
+    if read_preference is not None:
+        body["$readPreference"] = read_preference
+    size = len(bson.encode(body))
+    if size > MAX_BSON_SIZE:
+        raise DocumentTooLarge(
+            f"BSON document too large ({size} bytes) - the connected server supports BSON document"
+            f" sizes up to {MAX_BSON_SIZE} bytes."
+        )
+
+
 def insert_error(size: int, *, index: int = 0) -> WriteError | None:
     """The server's write error for a document of ``size`` bytes to insert, if it is too large."""
     if size <= MAX_BSON_SIZE:

@@ -35,7 +35,7 @@ _MODES = (Primary, PrimaryPreferred, Secondary, SecondaryPreferred, Nearest)
 # The client keyword options the engine models, lower-cased as pymongo matches them.
 _MODELLED = frozenset(
     {"w", "wtimeoutms", "journal", "readpreference", "readpreferencetags", "maxstalenessseconds"}
-    | {"read_preference", "readconcernlevel", "timeoutms"}
+    | {"read_preference", "readconcernlevel", "timeoutms", "retrywrites"}
 )
 
 
@@ -102,6 +102,8 @@ class ClientSettings:
     settings: Settings
     timeout: float | None
     """``timeoutMS`` in seconds, as pymongo's ``client.options.timeout``; None when not given."""
+    retry_writes: bool = True
+    """``retryWrites``, true by default as in pymongo (``client.options.retry_writes``)."""
 
 
 def client_settings(codec_options: CodecOptions[Any], options: Mapping[str, Any]) -> ClientSettings:
@@ -131,7 +133,7 @@ def client_settings(codec_options: CodecOptions[Any], options: Mapping[str, Any]
         WriteConcern(given.get("w"), given.get("wtimeoutms"), given.get("journal")),
         ReadConcern(given.get("readconcernlevel")),
     )
-    return ClientSettings(settings, given.get("timeoutms"))
+    return ClientSettings(settings, given.get("timeoutms"), bool(given.get("retrywrites", True)))
 
 
 def _codec_options(value: object) -> CodecOptions[Any]:

@@ -21,7 +21,7 @@ from pymongo.errors import ExecutionTimeout, NetworkTimeout
 _CONNECT_TIMEOUT_MS = 20000.0
 """pymongo's default ``connectTimeoutMS``, which its timeout messages list."""
 
-_ADDRESS = "localhost:27017"
+ADDRESS = "localhost:27017"
 """The address pymongo names in a network error; the engine has none, so pymongo's default."""
 
 _MAX_WIRE_VERSION = 21
@@ -51,7 +51,7 @@ class Deadline:
         remaining = self.remaining if self.remaining is not None else 0.0
         message = (
             f"operation would exceed time limit, remaining timeout:{remaining:.5f} <= "
-            f"network round trip time:{0.0:.5f} {self._details()}"
+            f"network round trip time:{0.0:.5f} {self.details()}"
         )
         return ExecutionTimeout(message, 50, {"ok": 0, "errmsg": message, "code": 50}, _MAX_WIRE_VERSION)
 
@@ -62,10 +62,11 @@ class Deadline:
         ``_raise_connection_failure`` turns it into ``NetworkTimeout`` ("<host>:<port>: timed out"
         plus the configured timeouts); a retry is not attempted once the deadline has passed.
         """
-        return NetworkTimeout(f"{_ADDRESS}: timed out{self._details()}")
+        return NetworkTimeout(f"{ADDRESS}: timed out{self.details()}")
 
-    def _details(self) -> str:
-        # pymongo's format_timeout_details with CSOT on: timeoutMS, then connectTimeoutMS.
+    def details(self) -> str:
+        """pymongo's ``format_timeout_details``: the block's ``timeoutMS`` if any, then
+        ``connectTimeoutMS`` (the engine has no ``socketTimeoutMS``)."""
         parts = [f"connectTimeoutMS: {_CONNECT_TIMEOUT_MS}ms"]
         if self.timeout:
             parts.insert(0, f"timeoutMS: {self.timeout * 1000}ms")

@@ -247,6 +247,26 @@ def normalize_expressions(expression: Any, now: datetime) -> Any:
     return expression
 
 
+def normalize_filter(filter_: Mapping[str, Any], now: datetime) -> dict[str, Any]:
+    """A query filter with its aggregation expressions (``$expr``, also inside ``$and``, ``$or``
+    and ``$nor``) normalised as an update's are: ``$$NOW`` is ``now``, one value for the whole
+    operation as the manual defines it, and ``$not`` takes its one-element list. Outside ``$expr``
+    a filter holds no expressions, so ``"$$NOW"`` there stays the string it is, as on the server.
+    """
+    out: dict[str, Any] = {}
+    for name, condition in filter_.items():
+        if name == "$expr":
+            out[name] = normalize_expressions(condition, now)
+        elif name in ("$and", "$or", "$nor") and (clauses := as_list(condition)) is not None:
+            out[name] = [
+                normalize_filter(clause, now) if (clause := as_mapping(item)) is not None else item
+                for item in clauses
+            ]
+        else:
+            out[name] = condition
+    return out
+
+
 def _normalize_operand(operator: str, operand: Any, now: datetime) -> Any:
     if operator == "$literal":
         return operand

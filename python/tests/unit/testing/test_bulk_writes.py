@@ -333,21 +333,27 @@ async def test_faults_fail_and_hold_bulk_write_and_update_many_by_name(coll: InM
     assert (await updating).modified_count == 2
 
 
-async def test_a_bulk_is_one_round_trip_whatever_its_kinds_and_size() -> None:
+async def test_a_bulk_is_one_round_trip_whose_upserts_wait_like_single_ones() -> None:
     # DIVERGENCES.md entry 26: a server gets one command per kind (and per 100,000 statements);
-    # the engine runs the whole bulk in one round trip, atomically, with no upsert pause.
+    # the engine runs the whole bulk in one round trip, atomically but for the wait of each upsert
+    # whose query finds nothing, which update_one's and update_many's take too (entry 2).
     client = InMemoryMongoClient(scheduling=Scheduling(seed=1))
     coll = client["db"]["coll"]
     drawn = client.scheduler.drawn
     await coll.bulk_write(
         [InsertOne({"_id": 1}), _chunk_upsert("c", _T0), DeleteMany({"_id": 1})], ordered=False
     )
-    assert client.scheduler.drawn == drawn + 1
-    # update_one's upsert that finds nothing waits once more between its query and its insert.
+    assert client.scheduler.drawn == drawn + 2  # the round trip, and the missing upsert's wait
+    await coll.bulk_write([_chunk_upsert("c", _T0), _chunk_upsert("c2", _T0), _chunk_upsert("c3", _T0)])
+    assert client.scheduler.drawn == drawn + 5  # "c" is found: only the two new ones wait
     await coll.update_one({"_id": "d"}, {"$set": {"a": 1}}, upsert=True)
-    assert client.scheduler.drawn == drawn + 3
+    assert client.scheduler.drawn == drawn + 7
     await coll.update_many({"_id": "e"}, {"$set": {"a": 1}}, upsert=True)
-    assert client.scheduler.drawn == drawn + 5
+    assert client.scheduler.drawn == drawn + 9
+    # Without scheduling nothing waits: the bulk draws nothing and is one atomic run.
+    plain = InMemoryMongoClient()
+    await plain["db"]["coll"].bulk_write([_chunk_upsert("c", _T0)])
+    assert plain.scheduler.drawn == 0
 
     # Gathered with the bulk, a reader sees all of it or none of it.
     seen: list[int] = []
@@ -360,7 +366,7 @@ async def test_a_bulk_is_one_round_trip_whatever_its_kinds_and_size() -> None:
         *(read() for _ in range(10)),
     )
     assert set(seen) <= {0, 20}
-    assert await coll.count_documents({}) == 23
+    assert await coll.count_documents({}) == 25
 
 
 async def test_bulk_writes_reach_index_maps_and_ttl(coll: InMemoryCollection) -> None:

@@ -10,9 +10,9 @@ from typing import Any
 
 import pymongo
 import pytest
-from pymongo import IndexModel, ReturnDocument
-from pymongo.errors import DuplicateKeyError
-from pymongo.results import UpdateResult
+from pymongo import IndexModel, ReturnDocument, UpdateOne
+from pymongo.errors import BulkWriteError, DuplicateKeyError
+from pymongo.results import BulkWriteResult, UpdateResult
 
 from agent_framework_mongodb.testing import InMemoryMongoClient, Scheduling
 from agent_framework_mongodb.testing._scheduling import Scheduler
@@ -262,3 +262,75 @@ async def test_without_a_unique_index_racing_upserts_insert_twice() -> None:
 )
 def test_which_filters_the_server_retries(filter_: dict[str, Any], retried: bool) -> None:
     assert server_retries(filter_, {"key": 1}) is retried
+
+
+async def _racing_bulks(
+    seed: int, scope: dict[str, Any], *, ordered: bool
+) -> tuple[list[BulkWriteResult | BulkWriteError], list[dict[str, Any]]]:
+    """Four concurrent bulks, each upserting the same two new ``_id``s (as four savers writing
+    the same new chunks): each bulk's outcome, and what was stored."""
+    coll = InMemoryMongoClient(scheduling=Scheduling(seed=seed))["db"]["coll"]
+
+    def requests() -> list[UpdateOne]:
+        return [
+            UpdateOne({"_id": key, **scope}, {"$setOnInsert": {"data": key}, "$max": {"n": 1}}, upsert=True)
+            for key in ("a", "b")
+        ]
+
+    outcomes = await asyncio.gather(
+        *(coll.bulk_write(requests(), ordered=ordered) for _ in range(4)), return_exceptions=True
+    )
+    for outcome in outcomes:
+        assert isinstance(outcome, (BulkWriteResult, BulkWriteError)), outcome
+    return list(outcomes), await coll.find({}, sort=[("_id", 1)]).to_list()  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("ordered", [False, True])
+async def test_bulks_racing_to_upsert_one_id_lose_with_the_servers_write_error(ordered: bool) -> None:
+    # The filter names more than the _id_ index's field, so the server does not retry the loser:
+    # its statement is an E11000 write error inside BulkWriteError, reported as the server does.
+    scope = {"run": "r"}
+    raced = 0
+    for seed in range(8):
+        outcomes, stored = await _racing_bulks(seed, scope, ordered=ordered)
+        assert stored == [{"_id": key, "run": "r", "data": key, "n": 1} for key in ("a", "b")]
+        upserted = 0
+        for outcome in outcomes:
+            raw = outcome.details if isinstance(outcome, BulkWriteError) else outcome.bulk_api_result
+            errors = raw["writeErrors"]
+            raced += len(errors)
+            for error in errors:
+                key = ("a", "b")[error["index"]]
+                assert error["code"] == 11000
+                assert error["keyPattern"] == {"_id": 1}
+                assert error["keyValue"] == {"_id": key}
+                assert error["errmsg"].startswith(
+                    f'E11000 duplicate key error collection: db.coll index: _id_ dup key: {{ _id: "{key}" }}'
+                )
+                assert error["op"] == {
+                    "q": {"_id": key, "run": "r"},
+                    "u": {"$setOnInsert": {"data": key}, "$max": {"n": 1}},
+                    "multi": False,
+                    "upsert": True,
+                }
+            ran = raw["nUpserted"] + raw["nMatched"] + len(errors)
+            # Ordered, the bulk stops at its first error: the second statement may never run.
+            assert ran == 2 or (ordered and errors and errors[0]["index"] == 0 and ran == 1)
+            assert raw["nModified"] == 0  # $max of 1 over 1 changes nothing
+            assert [entry["index"] for entry in raw["upserted"]] == sorted(
+                entry["index"] for entry in raw["upserted"]
+            )
+            upserted += raw["nUpserted"]
+        assert upserted == 2, "each _id is inserted once, by one bulk"
+    assert raced, "some seed makes two bulks miss the same _id and race to insert it"
+
+
+async def test_the_server_retries_a_bulk_upsert_whose_filter_is_exactly_the_unique_key() -> None:
+    # As for update_one (entry 2): the lost insert becomes an update, counted as matched.
+    for seed in range(8):
+        outcomes, stored = await _racing_bulks(seed, {}, ordered=False)
+        assert stored == [{"_id": key, "data": key, "n": 1} for key in ("a", "b")]
+        results = [outcome for outcome in outcomes if isinstance(outcome, BulkWriteResult)]
+        assert len(results) == 4
+        assert sum(result.upserted_count for result in results) == 2
+        assert sum(result.matched_count for result in results) == 6
