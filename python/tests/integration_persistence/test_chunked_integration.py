@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from agent_framework_mongodb import MongoDBCheckpointStorage
-from agent_framework_mongodb.checkpoints.chunk_store import TOUCH_WINDOW, window_end
+from agent_framework_mongodb.checkpoints.chunk_store import SERVER_CUTOFF, TOUCH_WINDOW, window_end
 from agent_framework_mongodb.checkpoints.codec import CHUNKED_PAYLOAD_FORMAT, canonical_hash
 from agent_framework_mongodb.checkpoints.codec.chunks import references
 from agent_framework_mongodb.checkpoints.codec.rebuild import load_tree
@@ -183,7 +183,7 @@ async def test_plan_chunk_touch_is_an_id_lookup(server: MongoTarget) -> None:
 async def test_plan_chunk_collection_and_clear_use_the_chunk_scope_index(server: MongoTarget) -> None:
     storage, addresses = await _seeded(server)
     scope = scope_of(storage)
-    cutoff = datetime.now(timezone.utc) + timedelta(days=1)
+    cutoff = SERVER_CUTOFF
     # The stale chunks are read through the chunk scope index (scope, then touched_at) ...
     stale = find_command(
         server.collection_name,

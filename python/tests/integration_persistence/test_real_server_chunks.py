@@ -19,7 +19,6 @@ from bson.int64 import Int64
 
 from agent_framework_mongodb import MongoDBCheckpointStorage
 from agent_framework_mongodb.checkpoints import chunk_store
-from agent_framework_mongodb.checkpoints import storage as storage_module
 from agent_framework_mongodb.checkpoints.codec import canonical_hash
 from agent_framework_mongodb.checkpoints.indexes import CHECKPOINT_INDEXES
 from agent_framework_mongodb.checkpoints.scope import CHECKPOINT_KIND, CHUNK_KIND, RunScope
@@ -75,8 +74,9 @@ async def test_collection_over_a_large_run_completes_in_bounded_commands(
         await storage.save(checkpoint(f"cp-{index}", state={"history": _history(2500, seed=index)}))
     referenced_before = await target.collection.count_documents({"_kind": CHUNK_KIND})
     assert referenced_before > 40
-    later = datetime.now(timezone.utc) + timedelta(hours=3)
-    monkeypatch.setattr(storage_module, "utc_now", lambda: later)
+    # Age every chunk past the grace (a real server's clock cannot be moved): only references keep them.
+    old = datetime.now(timezone.utc) - chunk_store.COLLECTION_GRACE - timedelta(hours=1)
+    await target.collection.update_many({"_kind": CHUNK_KIND}, {"$set": {"touched_at": old}})
     await storage.save(checkpoint("cp-3", state={"history": _history(2500, seed=3)}))  # prunes and collects
     remaining = await target.collection.count_documents({"_kind": CHUNK_KIND})
     assert remaining < referenced_before

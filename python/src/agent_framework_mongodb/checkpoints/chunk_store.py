@@ -61,6 +61,7 @@ from .codec.chunks import Chunk
 from .documents import MAX_DOCUMENT_BYTES
 from .driver import CheckpointCollection, Document
 from .indexes import SIMPLE_COLLATION
+from .options import MAX_OPERATION_TIMEOUT
 from .queries import (
     CHUNK_DATA_FIELD,
     CHUNK_PROJECTION,
@@ -76,9 +77,10 @@ __all__ = [
     "BULK_BYTES",
     "BULK_STATEMENTS",
     "CHUNK_EXPIRY_MARGIN",
+    "COLLECTION_GRACE",
     "FETCH_ADDRESSES",
-    "MIN_COLLECTION_GRACE",
     "PERMANENT_EXPIRY",
+    "SERVER_WINDOW_END",
     "TOUCH_WINDOW",
     "ChunkMemory",
     "check_chunk_sizes",
@@ -93,9 +95,6 @@ PERMANENT_EXPIRY: Final = datetime(9999, 12, 31, tzinfo=timezone.utc)
 CHUNK_EXPIRY_MARGIN: Final = timedelta(hours=1)
 """How much later than the checkpoint that references it a chunk expires: the TTL monitor deletes
 in passes of no set order, so a checkpoint may outlive its expiry by a pass while it is loaded."""
-MIN_COLLECTION_GRACE: Final = timedelta(minutes=10)
-"""The shortest time a chunk is spared after a save touched it; longer than twice the default
-operation timeout, and than any clock skew between writers worth supporting."""
 _BY_ADDRESS: Final = [("_id", 1)]
 _ADDRESS_ONLY: Final = {"_id": 1}
 _BY_TOUCH: Final = [(CHUNK_TOUCHED_FIELD, 1)]
@@ -112,6 +111,27 @@ each), whatever the run's size."""
 _STATEMENT_BYTES: Final = 512
 """What one statement costs beside its data: the filter's scope fields and the update."""
 TOUCH_WINDOW: Final = timedelta(minutes=15)
+_WINDOW_MINUTES: Final = 15
+SERVER_WINDOW_END: Final = {
+    "$dateAdd": {
+        "startDate": {"$dateTrunc": {"date": "$$NOW", "unit": "minute", "binSize": _WINDOW_MINUTES}},
+        "unit": "minute",
+        "amount": _WINDOW_MINUTES,
+    }
+}
+"""The end of the server's current :data:`TOUCH_WINDOW` (``$dateTrunc`` and ``$dateAdd``: 5.0)."""
+COLLECTION_GRACE: Final = 2 * timedelta(seconds=MAX_OPERATION_TIMEOUT) + TOUCH_WINDOW
+"""How long after its last touch an unreferenced chunk is spared: longer than any save can take,
+whatever ``operation_timeout`` its writer runs with (at most an hour), plus the window a touch is
+rounded into. Both ends are the server's clock, so no writer's or collector's clock decides."""
+SERVER_CUTOFF: Final = {
+    "$dateSubtract": {
+        "startDate": "$$NOW",
+        "unit": "millisecond",
+        "amount": int(COLLECTION_GRACE / timedelta(milliseconds=1)),
+    }
+}
+"""The collection cut-off, evaluated by the server: its ``$$NOW`` less :data:`COLLECTION_GRACE`."""
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _MEMORY_LIMIT: Final = 100_000
 """Addresses a storage remembers: about 5 MB, a checkpoint of 3 GiB in 32 KiB leaves."""
@@ -173,9 +193,9 @@ async def write_chunks(
     memory: ChunkMemory,
     *,
     expires_at: datetime | None,
-    now: datetime,
 ) -> None:
-    """Make every one of ``chunks`` stored for the run, touched now: one round trip; one more
+    """Make every one of ``chunks`` stored for the run, touched now (by the server's clock): one
+    round trip; one more
     when a remembered chunk was removed meanwhile, or another writer inserted a new one first.
 
     Raises:
@@ -186,9 +206,8 @@ async def write_chunks(
     upserts = [chunk for chunk in chunks if chunk.address not in memory]
     touches = [chunk for chunk in chunks if chunk.address in memory]
     expiry = PERMANENT_EXPIRY if expires_at is None else window_end(expires_at + CHUNK_EXPIRY_MARGIN)
-    touched_at = window_end(now)
     for _ in range(_WRITE_ROUNDS):
-        outcome = await _write_batched(collection, scope, upserts, touches, expiry=expiry, now=touched_at)
+        outcome = await _write_batched(collection, scope, upserts, touches, expiry=expiry)
         # A chunk another writer inserted between this upsert's query and its insert exists now
         # (E11000: the server retries only upserts whose filter is exactly the unique key's fields);
         # it is written again, which finds it and touches it. A touch that matched fewer chunks than
@@ -214,24 +233,50 @@ def window_end(moment: datetime) -> datetime:
 
 
 def _requests(
-    scope: RunScope, upserts: Sequence[Chunk], touches: Sequence[Chunk], *, expiry: datetime, now: datetime
+    scope: RunScope, upserts: Sequence[Chunk], touches: Sequence[Chunk], *, expiry: datetime
 ) -> list[UpdateOne]:
     """One single-document statement per chunk, upserts first: a bulk without a multi-document
-    statement is a retryable write, so pymongo retries it across a failover (``bulk.py``)."""
-    later = {"$max": {CHUNK_TOUCHED_FIELD: now, "expires_at": expiry}}
+    statement is a retryable write, so pymongo retries it across a failover (``bulk.py``).
+
+    Each is a one-stage pipeline, so the server's clock (``$$NOW``) decides ``touched_at``; an
+    upsert keeps stored ``data`` (``$ifNull``: an existing chunk is left as it is) and is seeded
+    with the filter's kind, scope and ``_id``."""
     collation = dict(SIMPLE_COLLATION)
     return [
         *(
             UpdateOne(
                 chunk_filter(scope, chunk.address),
-                {"$setOnInsert": {CHUNK_DATA_FIELD: chunk.data}, **later},
+                [
+                    {
+                        "$set": {
+                            CHUNK_DATA_FIELD: {"$ifNull": [f"${CHUNK_DATA_FIELD}", {"$literal": chunk.data}]},
+                            **_later(expiry),
+                        }
+                    }
+                ],
                 upsert=True,
                 collation=collation,
             )
             for chunk in upserts
         ),
-        *(UpdateOne(chunk_filter(scope, chunk.address), later, collation=collation) for chunk in touches),
+        *(
+            UpdateOne(chunk_filter(scope, chunk.address), [{"$set": _later(expiry)}], collation=collation)
+            for chunk in touches
+        ),
     ]
+
+
+def _later(expiry: datetime) -> dict[str, Any]:
+    """Move ``touched_at`` to the end of the server's current window, and ``expires_at`` to
+    ``expiry`` (the checkpoint's own expiry plus the margin, from the save), never earlier."""
+    # $ifNull for a new chunk: the server's $max skips a missing operand, but stating the value
+    # keeps the expression total (the engine's $max does not skip one: DIVERGENCES).
+    return {
+        CHUNK_TOUCHED_FIELD: {
+            "$max": [{"$ifNull": [f"${CHUNK_TOUCHED_FIELD}", SERVER_WINDOW_END]}, SERVER_WINDOW_END]
+        },
+        "expires_at": {"$max": [{"$ifNull": ["$expires_at", {"$literal": expiry}]}, {"$literal": expiry}]},
+    }
 
 
 async def _write_batched(
@@ -241,7 +286,6 @@ async def _write_batched(
     touches: Sequence[Chunk],
     *,
     expiry: datetime,
-    now: datetime,
 ) -> _Outcome:
     """Send the statements in bulks of at most :data:`BULK_STATEMENTS` statements and
     :data:`BULK_BYTES` bytes of chunk data, so no command nears MongoDB's 16 MiB or 100,000
@@ -249,7 +293,7 @@ async def _write_batched(
     touched = 0
     raced: set[Chunk] = set()
     for upsert_batch, touch_batch in _bulks(upserts, touches):
-        requests = _requests(scope, upsert_batch, touch_batch, expiry=expiry, now=now)
+        requests = _requests(scope, upsert_batch, touch_batch, expiry=expiry)
         outcome = await _write(collection, requests, len(upsert_batch))
         count_payload_bytes(sum(len(chunk.data) for chunk in upsert_batch))
         touched += outcome.touched
@@ -337,21 +381,17 @@ async def fetch_chunks(
 
 
 async def collect_unreferenced_chunks(
-    collection: CheckpointCollection,
-    scope: RunScope,
-    referenced: Iterable[bytes],
-    *,
-    grace: timedelta,
-    now: datetime,
+    collection: CheckpointCollection, scope: RunScope, referenced: Iterable[bytes]
 ) -> int:
-    """Delete the run's chunks outside ``referenced`` that no save touched within ``grace``.
+    """Delete the run's chunks outside ``referenced`` that no save touched within
+    :data:`COLLECTION_GRACE` of the server's clock.
 
     Reads the addresses of the run's stale chunks (one ``find`` through ``checkpoint_chunk_scope``),
     then deletes those no retained checkpoint references in batches of :data:`FETCH_ADDRESSES`:
     no command grows with the run (a ``$nin`` of every referenced address did, past 16 MiB at about
     350,000 chunks). Returns how many were deleted.
     """
-    touched_before = now - max(grace, MIN_COLLECTION_GRACE)
+    touched_before = SERVER_CUTOFF
     kept = set(referenced)
     with translated_driver_errors(operation="read", action="find stale chunks"):
         count_round_trip()  # find() sends nothing; to_list() sends the query, then cursor batches

@@ -10,7 +10,6 @@ sequence index serves it without an in-memory sort.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime
 from typing import Any, Final
 
 from .documents import PAYLOAD_BYTES_FIELD, PAYLOAD_PROJECTION
@@ -80,8 +79,9 @@ RUN_SUMMARY_PROJECTION: Final[Mapping[str, int]] = {
 
 CHUNK_DATA_FIELD: Final = "data"
 CHUNK_TOUCHED_FIELD: Final = "touched_at"
-"""When a save last wrote or referenced the chunk (client clock); collection spares a chunk
-touched within its grace, so a save between its touch and its checkpoint's insert keeps it."""
+"""When a save last wrote or referenced the chunk (the server's clock, rounded up to a window);
+collection spares a chunk touched within its grace, so a save between its touch and its
+checkpoint's insert keeps it."""
 CHUNK_PROJECTION: Final[Mapping[str, int]] = {"_id": 1, CHUNK_DATA_FIELD: 1}
 """A load reads a chunk's address (its ``_id``) and stored bytes, nothing else."""
 SEQUENCE_PROJECTION: Final[Mapping[str, int]] = {"_id": 0, "sequence": 1}
@@ -175,12 +175,16 @@ def run_chunks_filter(scope: RunScope) -> dict[str, Any]:
 
 
 def stale_chunks_filter(
-    scope: RunScope, touched_before: datetime, addresses: list[bytes] | None = None
+    scope: RunScope, touched_before: Mapping[str, Any], addresses: list[bytes] | None = None
 ) -> dict[str, Any]:
-    """The run's chunks no save touched since ``touched_before`` (among ``addresses``): what a
-    collection reads, then deletes, in bounded batches (the cut-off is stated again on the delete,
-    so a chunk a save touched in between is spared)."""
-    query: dict[str, Any] = {**run_chunks_filter(scope), CHUNK_TOUCHED_FIELD: {"$lt": touched_before}}
+    """The run's chunks no save touched since ``touched_before``, a server-side date expression
+    (``$$NOW`` less the grace), among ``addresses``: what a collection reads, then deletes, in
+    bounded batches (the cut-off is stated again on the delete, so a chunk a save touched in between
+    is spared)."""
+    query: dict[str, Any] = {
+        **run_chunks_filter(scope),
+        "$expr": {"$lt": [f"${CHUNK_TOUCHED_FIELD}", dict(touched_before)]},
+    }
     if addresses is not None:
         query["_id"] = {"$in": addresses}
     return query

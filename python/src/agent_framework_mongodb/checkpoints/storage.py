@@ -656,7 +656,6 @@ class MongoDBCheckpointStorage(CheckpointStorage):
                 prepared.chunks,
                 self._chunks,
                 expires_at=prepared.expires_at,
-                now=prepared.created_at or utc_now(),
             )
 
     async def _insert(self, prepared: PreparedCheckpoint, activity: RunActivity) -> _Saved:
@@ -759,13 +758,7 @@ class MongoDBCheckpointStorage(CheckpointStorage):
                 stored = stored_payload(document, self._scope, self._policy)
                 if stored.chunked:
                     referenced.update(self._chunk_addresses(stored))
-        await collect_unreferenced_chunks(
-            self._collection,
-            self._scope,
-            referenced,
-            grace=self._options.counter_recheck_grace,
-            now=utc_now(),
-        )
+        await collect_unreferenced_chunks(self._collection, self._scope, referenced)
 
     def _require_same_identity(self, stored: Mapping[str, Any], prepared: PreparedCheckpoint) -> None:
         """Raise unless the stored checkpoint with this id is the one being saved."""

@@ -37,7 +37,6 @@ import sys
 import time
 import zlib
 from collections.abc import Iterator
-from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Final
 
@@ -48,7 +47,7 @@ from bson.errors import InvalidBSON
 from hypothesis import HealthCheck, event, given, settings
 
 from agent_framework_mongodb import MongoDBCheckpointStorage
-from agent_framework_mongodb.checkpoints import storage as storage_module
+from agent_framework_mongodb.checkpoints.chunk_store import COLLECTION_GRACE, TOUCH_WINDOW
 from agent_framework_mongodb.checkpoints.codec import CheckpointCodec, canonical_hash, payload_checksum
 from agent_framework_mongodb.checkpoints.documents import stored_payload
 from agent_framework_mongodb.checkpoints.scope import CHUNK_KIND, RunScope
@@ -74,6 +73,7 @@ from tests.unit.codec.hostile_corpus import (
     attempt_async,
     run_operation,
 )
+from tests.unit.storage._support import advance_server_clock
 
 PYTHON_DIR: Final = Path(__file__).resolve().parents[3]
 IN_PROCESS: Final = [entry for entry in CHUNK_CORPUS if not entry.isolate]
@@ -456,8 +456,7 @@ async def test_keep_last_collection_facing_a_hostile_root_deletes_nothing(
     await collection.update_one({"_id": victim["_id"]}, {"$set": update})
     before = {bytes(chunk["_id"]) for chunk in await collection.find({"_kind": CHUNK_KIND}).to_list(None)}
 
-    later = datetime.now(timezone.utc) + timedelta(hours=2)
-    monkeypatch.setattr(storage_module, "utc_now", lambda: later)
+    advance_server_clock(collection, COLLECTION_GRACE + TOUCH_WINDOW)  # the server's clock decides
     with caplog.at_level(logging.WARNING):
         saved = await storage.save(_numbered(3))
 
@@ -495,6 +494,7 @@ import agent_framework._workflows._checkpoint_encoding
 from agent_framework_mongodb import MongoDBCheckpointStorage
 from agent_framework_mongodb.testing import InMemoryMongoClient
 from tests.unit.codec import chunk_corpus as chunks
+from tests.unit.storage._support import advance_server_clock
 from tests.unit.codec.hostile_corpus import DECODING_OPERATIONS, run_operation
 
 # An extension code an unrestricted unpickler would resolve to os.system from copyreg's tables.
@@ -629,6 +629,7 @@ resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
 from agent_framework_mongodb import MongoDBCheckpointStorage
 from agent_framework_mongodb.testing import InMemoryMongoClient
 from tests.unit.codec import chunk_corpus as chunks
+from tests.unit.storage._support import advance_server_clock
 from tests.unit.codec import hostile_corpus as corpus
 
 BY_NAME = {entry.name: entry for entry in corpus.CORPUS}

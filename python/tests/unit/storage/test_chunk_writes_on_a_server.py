@@ -27,7 +27,14 @@ from agent_framework_mongodb import (
 from agent_framework_mongodb.checkpoints.scope import CHUNK_KIND
 from agent_framework_mongodb.testing import InMemoryCollection
 
-from ._support import WORKFLOW, ProxyCollection, make_checkpoint, make_storage, raw_checkpoints
+from ._support import (
+    WORKFLOW,
+    ProxyCollection,
+    advance_server_clock,
+    make_checkpoint,
+    make_storage,
+    raw_checkpoints,
+)
 
 
 def _large(checkpoint_id: str, messages: int = 200) -> Any:
@@ -285,14 +292,9 @@ async def test_chunk_commands_are_batched_so_none_grows_with_the_run(
     monkeypatch.setattr(chunk_store, "BULK_STATEMENTS", 5)
     proxy = ProxyCollection(collection)
     storage = make_storage(proxy, keep_last=1)
-    from datetime import datetime, timedelta, timezone
-
-    from agent_framework_mongodb.checkpoints import storage as storage_module
-
-    later = datetime.now(timezone.utc) + timedelta(hours=3)
     for index in range(3):  # the third save, past the grace, prunes and collects chunks
         if index == 2:
-            monkeypatch.setattr(storage_module, "utc_now", lambda: later)
+            advance_server_clock(collection, chunk_store.COLLECTION_GRACE + chunk_store.TOUCH_WINDOW)
         await storage.save(_large(f"cp-{index}", messages=1500 + 600 * index))
     bulks = [call.args[0] for call in proxy.named("bulk_write")]
     assert max(len(requests) for requests in bulks) <= 5

@@ -15,9 +15,9 @@ import pytest
 from agent_framework import WorkflowCheckpoint
 
 from agent_framework_mongodb import MongoDBCheckpointStorage
-from agent_framework_mongodb.checkpoints import storage as storage_module
 from agent_framework_mongodb.checkpoints.chunk_store import (
     CHUNK_EXPIRY_MARGIN,
+    COLLECTION_GRACE,
     PERMANENT_EXPIRY,
     TOUCH_WINDOW,
     window_end,
@@ -39,7 +39,9 @@ from ._support import (
     SCOPE_FIELDS,
     WORKFLOW,
     ProxyCollection,
+    advance_server_clock,
     end_counter_grace,
+    engine_client,
     make_checkpoint,
     make_options,
     make_storage,
@@ -278,11 +280,12 @@ async def test_touches_within_a_window_modify_nothing(
     await storage.save(conversation(100, run="same-content"))  # every chunk known and touched
     assert await chunk_documents(collection) == before
 
-    later = datetime.now(timezone.utc) + TOUCH_WINDOW
-    monkeypatch.setattr(storage_module, "utc_now", lambda: later)
+    # The server's clock decides the window (issue 20): the next one is a new value, once.
+    advance_server_clock(collection, TOUCH_WINDOW)
     await storage.save(conversation(100, run="next-window"))
     touched = {chunk["touched_at"] for chunk in await chunk_documents(collection)}
-    assert touched == {_naive(window_end(later))}
+    server_now = engine_client(collection).server_now()
+    assert touched == {_naive(_server_window_end(server_now))}
 
 
 async def test_delete_leaves_chunks_that_clear_run_removes(collection: InMemoryCollection) -> None:
@@ -326,13 +329,12 @@ async def test_keep_last_collects_unreferenced_chunks_after_the_grace(
         "cp-2"
     ]
 
-    later = datetime.now(timezone.utc) + timedelta(hours=1)
-    monkeypatch.setattr(storage_module, "utc_now", lambda: later)
+    advance_server_clock(collection, COLLECTION_GRACE + TOUCH_WINDOW)  # the server's clock decides
     await storage.save(_distinct(3))  # prunes cp-1; collects cp-0's and cp-1's chunks
 
     remaining = {chunk["_id"] for chunk in await chunk_documents(collection)}
     newest = await _referenced(collection, (await raw_checkpoints(collection))[-1])
-    # cp-2's chunks are an hour old but referenced by a retained checkpoint: kept.
+    # cp-2's chunks are older than the grace but referenced by a retained checkpoint: kept.
     assert remaining == chunks_of["cp-2"] | newest
     for step in (2, 3):
         assert identity(await make_storage(collection).load(f"cp-{step}")) == identity(_distinct(step))
@@ -378,3 +380,10 @@ async def test_a_sibling_storage_does_not_share_the_memory(collection: InMemoryC
     theirs = await chunk_documents(collection, session_id="session-sibling")
     assert theirs
     assert identity(await sibling.load(conversation(101).checkpoint_id)) == identity(conversation(101))
+
+
+def _server_window_end(moment: datetime) -> datetime:
+    """What the server's ``$dateTrunc`` to 15 minutes plus 15 minutes gives for ``moment``."""
+    naive = moment.replace(tzinfo=None)
+    start = naive.replace(minute=naive.minute - naive.minute % 15, second=0, microsecond=0)
+    return start + TOUCH_WINDOW
