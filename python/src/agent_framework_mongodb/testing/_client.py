@@ -26,6 +26,7 @@ from ._collection_base import unsupported
 from ._dates import server_date_expressions
 from ._errors import command_error
 from ._faults import FaultPlan, HeldOperation
+from ._index_builds import DEFAULT_INDEX_BUILD_RATE, check_build_rate
 from ._journal import Journal
 from ._network import attempts
 from ._options import ReadPreferenceMode, SettingsCarrier, client_settings
@@ -274,6 +275,11 @@ class InMemoryMongoClient(SettingsCarrier):
     ``scheduling`` (a :class:`Scheduling`, None by default) gives every operation a seeded,
     heavy-tailed latency before and after the server runs it, so operations in flight together
     finish in server-like orders; see ``_scheduling.py`` and DIVERGENCES.md.
+
+    ``index_build_rate`` is how many documents per second an index build scans (100,000 by
+    default, ``math.inf`` for instant builds): a build that would outlast its operation's deadline
+    (``pymongo.timeout``, ``timeoutMS`` or ``maxTimeMS``) is aborted as the server aborts it; see
+    ``_index_builds.py``.
     """
 
     def __init__(
@@ -284,6 +290,7 @@ class InMemoryMongoClient(SettingsCarrier):
         tz_aware: bool = False,
         path: str | os.PathLike[str] | None = None,
         scheduling: Scheduling | None = None,
+        index_build_rate: float = DEFAULT_INDEX_BUILD_RATE,
         **options: Any,
     ) -> None:
         given = cast("object", scheduling)
@@ -293,6 +300,7 @@ class InMemoryMongoClient(SettingsCarrier):
         self.scheduler = Scheduler(scheduling)
         """Draws each operation's latency (none unless ``scheduling`` was given)."""
         self.clock: Callable[[], datetime] = _system_clock
+        self._index_build_rate = check_build_rate(index_build_rate)
         parsed = client_settings(client_options(tz_aware=tz_aware), options)
         self._settings = parsed.settings
         self.timeout: float | None = parsed.timeout
@@ -335,6 +343,15 @@ class InMemoryMongoClient(SettingsCarrier):
     @property
     def closed(self) -> bool:
         return self._closed
+
+    @property
+    def index_build_rate(self) -> float:
+        """Documents per second an index build scans (``_index_builds.py``); tests may assign it."""
+        return self._index_build_rate
+
+    @index_build_rate.setter
+    def index_build_rate(self, rate: float) -> None:
+        self._index_build_rate = check_build_rate(rate)
 
     def server_now(self) -> datetime:
         """The clock's reading as the server stores dates: naive UTC, whole milliseconds.
