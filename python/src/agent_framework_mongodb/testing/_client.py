@@ -399,9 +399,11 @@ class InMemoryMongoClient(SettingsCarrier):
         First the client-side operation timeout: past its deadline pymongo does not send at all.
         Then, with ``scheduling``, the request's latency. Then a hold, which the deadline cuts
         short with the socket-read timeout pymongo raises (the held call never runs), and a queued
-        fault. The body runs next (only an upsert's insert race awaits in it, with ``scheduling``);
-        with ``scheduling`` its result or error reaches the caller only after the reply's latency,
-        during which other operations run.
+        fault. The body runs next, at most once, where a queued network fault lets the server run
+        it (``write``: how pymongo retries it; ``_network.py``); only an upsert's insert race (with
+        ``scheduling``, a bulk's upserts too) and an index build aborted at its deadline await in
+        it. With ``scheduling`` its result or error reaches the caller only after the reply's
+        latency, during which other operations run.
         """
         deadline = current_deadline(self.timeout)
         if deadline.expired:
