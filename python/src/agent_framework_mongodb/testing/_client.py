@@ -26,6 +26,7 @@ from ._collection_base import unsupported
 from ._dates import server_date_expressions
 from ._errors import command_error
 from ._faults import FaultPlan, HeldOperation
+from ._index_builds import DEFAULT_INDEX_BUILD_RATE, check_build_rate
 from ._journal import Journal
 from ._network import attempts
 from ._options import ReadPreferenceMode, SettingsCarrier, client_settings
@@ -274,6 +275,11 @@ class InMemoryMongoClient(SettingsCarrier):
     ``scheduling`` (a :class:`Scheduling`, None by default) gives every operation a seeded,
     heavy-tailed latency before and after the server runs it, so operations in flight together
     finish in server-like orders; see ``_scheduling.py`` and DIVERGENCES.md.
+
+    ``index_build_rate`` is how many documents per second an index build scans (100,000 by
+    default, ``math.inf`` for instant builds): a build that would outlast its operation's deadline
+    (``pymongo.timeout``, ``timeoutMS`` or ``maxTimeMS``) is aborted as the server aborts it; see
+    ``_index_builds.py``.
     """
 
     def __init__(
@@ -284,6 +290,7 @@ class InMemoryMongoClient(SettingsCarrier):
         tz_aware: bool = False,
         path: str | os.PathLike[str] | None = None,
         scheduling: Scheduling | None = None,
+        index_build_rate: float = DEFAULT_INDEX_BUILD_RATE,
         **options: Any,
     ) -> None:
         given = cast("object", scheduling)
@@ -293,6 +300,7 @@ class InMemoryMongoClient(SettingsCarrier):
         self.scheduler = Scheduler(scheduling)
         """Draws each operation's latency (none unless ``scheduling`` was given)."""
         self.clock: Callable[[], datetime] = _system_clock
+        self._index_build_rate = check_build_rate(index_build_rate)
         parsed = client_settings(client_options(tz_aware=tz_aware), options)
         self._settings = parsed.settings
         self.timeout: float | None = parsed.timeout
@@ -335,6 +343,15 @@ class InMemoryMongoClient(SettingsCarrier):
     @property
     def closed(self) -> bool:
         return self._closed
+
+    @property
+    def index_build_rate(self) -> float:
+        """Documents per second an index build scans (``_index_builds.py``); tests may assign it."""
+        return self._index_build_rate
+
+    @index_build_rate.setter
+    def index_build_rate(self, rate: float) -> None:
+        self._index_build_rate = check_build_rate(rate)
 
     def server_now(self) -> datetime:
         """The clock's reading as the server stores dates: naive UTC, whole milliseconds.
@@ -382,9 +399,11 @@ class InMemoryMongoClient(SettingsCarrier):
         First the client-side operation timeout: past its deadline pymongo does not send at all.
         Then, with ``scheduling``, the request's latency. Then a hold, which the deadline cuts
         short with the socket-read timeout pymongo raises (the held call never runs), and a queued
-        fault. The body runs next (only an upsert's insert race awaits in it, with ``scheduling``);
-        with ``scheduling`` its result or error reaches the caller only after the reply's latency,
-        during which other operations run.
+        fault. The body runs next, at most once, where a queued network fault lets the server run
+        it (``write``: how pymongo retries it; ``_network.py``); only an upsert's insert race (with
+        ``scheduling``, a bulk's upserts too) and an index build aborted at its deadline await in
+        it. With ``scheduling`` its result or error reaches the caller only after the reply's
+        latency, during which other operations run.
         """
         deadline = current_deadline(self.timeout)
         if deadline.expired:

@@ -21,6 +21,7 @@ from ._collation import check_collation, collation_document
 from ._cursor import InMemoryCommandCursor, normalize_sort
 from ._errors import command_error, duplicate_command_error, duplicate_write_error, write_error
 from ._faults import HeldOperation
+from ._index_builds import abort_at_deadline, build_seconds, server_limit
 from ._indexes import matches
 from ._keywords import check_keywords
 from ._options import ReadPreferenceMode, SettingsCarrier
@@ -28,6 +29,7 @@ from ._retries import WriteAttempts, write_attempts
 from ._scheduling import pass_turns
 from ._simple_updates import simple_post_image
 from ._sorting import answerable, holds, sort_documents
+from ._timeouts import current_deadline
 from ._updates import compute_post_image, normalize_filter, validate_update
 from ._upsert_race import server_retries
 
@@ -444,23 +446,36 @@ class CollectionBase(SettingsCarrier):
     async def create_index(
         self, keys: Any, *, session: object = None, comment: Any = None, **kwargs: Any
     ) -> str:
-        kwargs.pop("maxTimeMS", None)
-        return (await self._create_indexes([IndexModel(keys, **kwargs)], "create_index", session))[0]
+        max_time_ms = kwargs.pop("maxTimeMS", None)
+        models = [IndexModel(keys, **kwargs)]
+        return (await self._create_indexes(models, "create_index", session, max_time_ms))[0]
 
     async def create_indexes(
-        self, indexes: Sequence[IndexModel], *, session: object = None, comment: Any = None, **_ignored: Any
+        self, indexes: Sequence[IndexModel], *, session: object = None, comment: Any = None, **options: Any
     ) -> list[str]:
-        return await self._create_indexes(indexes, "create_indexes", session)
+        return await self._create_indexes(indexes, "create_indexes", session, options.get("maxTimeMS"))
 
     async def _create_indexes(
-        self, indexes: Sequence[IndexModel], operation: str, session: object
+        self, indexes: Sequence[IndexModel], operation: str, session: object, max_time_ms: Any
     ) -> list[str]:
         for model in indexes:
             given = cast("object", model)
             if not isinstance(given, IndexModel):
                 raise TypeError(f"{model!r} is not an instance of pymongo.operations.IndexModel")
+        client = self._database.client
         async with self._round_trip(operation, session):
+            deadline = current_deadline(client.timeout)
+            builds = self._indexes_to_build(indexes)
+            seconds = build_seconds(len(self._state.store), client.index_build_rate) if builds else 0.0
+            limit = server_limit(deadline, max_time_ms)
+            if limit is not None and seconds > limit:
+                # The build outlives the command's maxTimeMS: the server aborts it (_index_builds.py).
+                raise await abort_at_deadline(limit, deadline)
             return self._build_indexes(indexes)
+
+    def _indexes_to_build(self, indexes: Sequence[IndexModel]) -> int:
+        """How many of ``indexes`` are new, so that the server scans the collection for them."""
+        return sum(1 for model in indexes if self._state.catalog.prepare(model.document) is not None)
 
     def _build_indexes(self, indexes: Sequence[IndexModel]) -> list[str]:
         names: list[str] = []
