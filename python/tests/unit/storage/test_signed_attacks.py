@@ -27,6 +27,7 @@ from agent_framework_mongodb import (
 from agent_framework_mongodb.checkpoints import storage as storage_module
 from agent_framework_mongodb.checkpoints.codec import payload_checksum
 from agent_framework_mongodb.checkpoints.codec.chunks import REFERENCE_TAG
+from agent_framework_mongodb.checkpoints.documents import utc_now
 from agent_framework_mongodb.checkpoints.ledger import DELETED_FIELD, LIVE_FROM_FIELD
 from agent_framework_mongodb.checkpoints.scope import CHUNK_KIND, RunScope
 from agent_framework_mongodb.checkpoints.transition import sign_run
@@ -389,6 +390,64 @@ async def test_get_latest_checks_the_signed_sequence_against_the_ledger(
         return  # refused: fine
     assert latest is not None
     assert latest.checkpoint_id == "cp-1"
+
+
+# -- 9. an expired checkpoint put back ------------------------------------------------------------------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="finding 9: expires_at is signed but no read decides with it; a checkpoint the TTL monitor "
+    "removed (no ledger record) and a writer put back loads as live while its run goes on",
+)
+async def test_an_expired_checkpoint_put_back_is_not_found(
+    collection: InMemoryCollection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    storage = _signed(collection, ttl=timedelta(minutes=1))
+    with monkeypatch.context() as patch:  # saved two hours ago: expired an hour and 59 minutes ago
+        patch.setattr(f"{storage_module.__name__}.utc_now", lambda: utc_now() - timedelta(hours=2))
+        await storage.save(make_checkpoint("cp-old", state={"approved": True}))
+    expired = await _document(collection, "cp-old")
+    assert expired["expires_at"] < datetime.now(timezone.utc).replace(tzinfo=None)
+    await collection.delete_one({"_id": expired["_id"]})  # what the TTL monitor did
+    await storage.save(make_checkpoint("cp-new", state={"approved": False}))  # the run goes on
+
+    await collection.insert_one(expired)  # the writer puts it back
+
+    with pytest.raises(MongoDBCheckpointNotFoundError):
+        await storage.load("cp-old")
+
+
+# -- 2b. sign-run after a counter loss resurrects everything ----------------------------------------------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="finding 2b: deleting the counter (which the 'no counter' error answers with 'run sign-run') "
+    "also deletes the ledger, so sign-run re-signs every deleted or pruned checkpoint put back beside it, "
+    "into the new lifetime; nothing says so, and sign-run has no way to keep them out",
+)
+async def test_sign_run_after_a_counter_loss_does_not_resurrect_deleted_checkpoints(
+    collection: InMemoryCollection,
+) -> None:
+    storage = _signed(collection)
+    await storage.save(make_checkpoint("approval", state={"approved": True}))
+    await storage.save(make_checkpoint("revoked", state={"approved": False}))
+    backup = await _document(collection, "approval")
+    assert await storage.delete("approval")
+
+    await collection.insert_one(backup)  # put back: stays deleted, the ledger says so
+    with pytest.raises(MongoDBCheckpointNotFoundError):
+        await storage.load("approval")
+    await collection.delete_one({"_kind": COUNTER_KIND})  # ... until the counter goes
+    with pytest.raises(MongoDBIntegrityError, match="sign-run"):
+        await storage.load("revoked")
+
+    result = await sign_run(collection, make_options(signing_keys=[KEY]), write=True)
+
+    assert "approval" not in result.signed
+    with pytest.raises(MongoDBCheckpointNotFoundError):
+        await storage.load("approval")
 
 
 # -- measurements kept out of the suite -----------------------------------------------------------------
