@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import dataclasses
+import datetime
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
@@ -43,6 +44,7 @@ from agent_framework_mongodb.checkpoints.queries import (
     IDEMPOTENCY_PROJECTION,
     PAYLOAD_PROJECTION,
     SEQUENCE_PROJECTION,
+    UNEXPIRED,
 )
 from agent_framework_mongodb.checkpoints.scope import CHECKPOINT_KIND, CHUNK_KIND, COUNTER_KIND
 
@@ -77,23 +79,39 @@ def _project(document: Mapping[str, Any], projection: Mapping[str, Any] | None) 
     return projected
 
 
+def _unexpired(document: Mapping[str, Any], expression: Any) -> bool:
+    """The one ``$expr`` the storage sends: a signed read's "not expired by the server's clock"."""
+    if expression != UNEXPIRED["$expr"]:
+        raise NotImplementedError(f"InstantCollection does not interpret {expression!r}")
+    expiry = document.get("expires_at")
+    return expiry is None or expiry.replace(tzinfo=datetime.timezone.utc) > datetime.datetime.now(
+        datetime.timezone.utc
+    )
+
+
 def _matches(document: Mapping[str, Any], query: Mapping[str, Any]) -> bool:
     for field, condition in query.items():
-        value = document.get(field)
-        if isinstance(condition, Mapping):
-            if not set(condition) <= {"$gt", "$gte", "$nin"}:
-                raise NotImplementedError(f"InstantCollection does not interpret {condition!r}")
-            if value is None:
+        if field == "$expr":
+            if not _unexpired(document, condition):
                 return False
-            if "$gt" in condition and not value > condition["$gt"]:
+        elif isinstance(condition, Mapping):
+            if not _satisfies(document.get(field), condition):
                 return False
-            if "$gte" in condition and not value >= condition["$gte"]:
-                return False
-            if value in condition.get("$nin", ()):
-                return False
-        elif value != condition:
+        elif document.get(field) != condition:
             return False
     return True
+
+
+def _satisfies(value: Any, condition: Mapping[str, Any]) -> bool:
+    if not set(condition) <= {"$gt", "$gte", "$nin"}:
+        raise NotImplementedError(f"InstantCollection does not interpret {condition!r}")
+    if value is None:
+        return False
+    if "$gt" in condition and not value > condition["$gt"]:
+        return False
+    if "$gte" in condition and not value >= condition["$gte"]:
+        return False
+    return value not in condition.get("$nin", ())
 
 
 @dataclasses.dataclass
@@ -143,6 +161,15 @@ class _NoIndexes:
 
     async def to_list(self, length: int | None = None) -> list[dict[str, Any]]:
         return []
+
+
+def _upserted_data(update: Any) -> bytes:
+    """The chunk bytes of an upsert: a one-stage pipeline keeping stored data (``$ifNull``)."""
+    stage = update[0] if isinstance(update, list) else update
+    if "$setOnInsert" in stage:
+        return bytes(stage["$setOnInsert"]["data"])
+    kept = stage["$set"]["data"]["$ifNull"]
+    return bytes(kept[1]["$literal"])
 
 
 class InstantCollection:
@@ -289,7 +316,7 @@ class InstantCollection:
                 matched += 1
             elif request._upsert:
                 upserted += 1
-                data = request._doc["$setOnInsert"]["data"]
+                data = _upserted_data(request._doc)
                 self._chunks[address] = bson.encode({"_id": address, "data": data})
         raw = {"nMatched": matched, "nModified": 0, "nUpserted": upserted, "upserted": [], "nInserted": 0}
         return BulkWriteResult(raw, acknowledged=True)

@@ -53,6 +53,7 @@ from .._telemetry import count_payload_bytes, count_round_trip
 from ..errors import (
     DUPLICATE_KEY_CODES,
     MongoDBConcurrencyError,
+    MongoDBMappingError,
     MongoDBSerializationError,
     bulk_failures,
     translated_driver_errors,
@@ -357,16 +358,25 @@ def _outcome_of_races(error: BulkWriteError, upserts: int) -> _Outcome:
 
 
 async def fetch_chunks(
-    collection: CheckpointCollection, scope: RunScope, addresses: Iterable[bytes]
+    collection: CheckpointCollection, scope: RunScope, addresses: Iterable[bytes], *, max_bytes: int
 ) -> dict[bytes, object]:
-    """The run's stored chunks among ``addresses``: address -> stored bytes (unverified)."""
+    """The run's stored chunks among ``addresses``: address -> stored bytes (unverified).
+
+    Read as a stream, one cursor batch at a time, and refused once the chunks read pass
+    ``max_bytes``: what a load may fetch is bounded whatever the stored documents hold (their data
+    is verified against the addresses only after the fetch).
+
+    Raises:
+        MongoDBMappingError: The chunks pass ``max_bytes``.
+    """
     wanted = sorted(set(addresses))
     found: dict[bytes, object] = {}
+    fetched = 0
     # One find per FETCH_ADDRESSES addresses, so the query stays far below 16 MiB for any run.
     for start in range(0, len(wanted), FETCH_ADDRESSES):
         batch = wanted[start : start + FETCH_ADDRESSES]
         with translated_driver_errors(operation="read", action="read the checkpoint's chunks"):
-            count_round_trip()  # find() sends nothing; to_list() sends the query
+            count_round_trip()  # find() sends nothing; the first batch is the round trip
             cursor = collection.find(
                 chunks_filter(scope, batch),
                 CHUNK_PROJECTION,
@@ -374,9 +384,16 @@ async def fetch_chunks(
                 limit=0,
                 collation=SIMPLE_COLLATION,
             )
-            documents: list[Document] = await cursor.to_list(None)
-        found.update((_address_of(document), document.get(CHUNK_DATA_FIELD)) for document in documents)
-    count_payload_bytes(sum(len(data) for data in found.values() if isinstance(data, bytes)))
+            async for document in cursor:
+                data = document.get(CHUNK_DATA_FIELD)
+                fetched += len(data) if isinstance(data, bytes) else 0
+                if fetched > max_bytes:
+                    raise MongoDBMappingError(
+                        "A stored checkpoint's chunks are larger than the checkpoint size limit; they were "
+                        "modified outside this storage."
+                    )
+                found[_address_of(document)] = data
+    count_payload_bytes(fetched)
     return found
 
 

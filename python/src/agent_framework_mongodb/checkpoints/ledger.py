@@ -200,6 +200,7 @@ def ledger_of(document: Mapping[str, Any]) -> RunLedger:
         not (epoch is None or (type(epoch) is bytes and len(epoch) == EPOCH_BYTES))
         or not _is_count(live_from)
         or sequences is None
+        or len(sequences) > MAX_DELETED_RECORDED
         or not all(_is_count(item) for item in sequences)
     ):
         raise MongoDBPersistenceError("The run's counter holds a ledger no storage writes.")

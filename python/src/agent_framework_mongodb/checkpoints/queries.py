@@ -30,6 +30,7 @@ __all__ = [
     "RUN_ACTIVITY_SORT",
     "RUN_SUMMARY_PROJECTION",
     "SEQUENCE_PROJECTION",
+    "UNEXPIRED",
     "checkpoint_filter",
     "chunk_filter",
     "chunks_filter",
@@ -45,14 +46,22 @@ __all__ = [
 ]
 
 ASCENDING_SEQUENCE: Final = [("sequence", 1)]
+UNEXPIRED: Final[Mapping[str, Any]] = {
+    "$expr": {"$or": [{"$eq": [{"$type": "$expires_at"}, "missing"]}, {"$gt": ["$expires_at", "$$NOW"]}]}
+}
+"""A checkpoint that has not expired by the server's clock: permanent, or expiring later. A signed
+storage's reads add it, so a checkpoint the TTL monitor removed (or has yet to remove) and a
+writer put back is not found; a storage without keys serves expired checkpoints until the monitor
+deletes them."""
 BY_ID: Final = [("_id", 1)]
 DESCENDING_SEQUENCE: Final = [("sequence", -1)]
 
-ID_PROJECTION: Final[Mapping[str, int]] = {"_id": 0, "checkpoint_id": 1, "sequence": 1}
-"""``list_checkpoint_ids`` never fetches payloads."""
+ID_PROJECTION: Final[Mapping[str, int]] = {"_id": 1, "checkpoint_id": 1, "sequence": 1}
+"""``list_checkpoint_ids`` never fetches payloads; the ``_id`` is read to check each document's
+place, so a copy under another checkpoint's ``_id`` is not listed twice."""
 
 CHECKPOINT_SUMMARY_PROJECTION: Final[Mapping[str, int]] = {
-    "_id": 0,
+    "_id": 1,
     "checkpoint_id": 1,
     "sequence": 1,
     "parent_checkpoint_id": 1,
@@ -106,17 +115,26 @@ def checkpoint_filter(scope: RunScope, checkpoint_id: str) -> dict[str, Any]:
 
 
 def page_filter(
-    scope: RunScope, after_sequence: int | None, live: Mapping[str, Any] | None = None
+    scope: RunScope,
+    after_sequence: int | None,
+    live: Mapping[str, Any] | None = None,
+    *,
+    unexpired: bool = False,
 ) -> dict[str, Any]:
-    """The run's checkpoints after a page position (all of them without one); ``live`` is a
-    signed storage's ledger condition on ``sequence`` (``ledger.LedgerCheck``), a range on the
-    same index key and, for deleted sequences, a residual ``$nin``."""
+    """The run's checkpoints after a page position (all of them without one).
+
+    ``live`` is a signed storage's ledger condition on ``sequence`` (``ledger.LedgerCheck``), a
+    range on the same index key and, for deleted sequences, a residual ``$nin``; ``unexpired``
+    adds :data:`UNEXPIRED` (a residual ``$expr``).
+    """
     query = run_filter(scope)
     condition: dict[str, Any] = dict(live or {})
     if after_sequence is not None:
         condition["$gt"] = after_sequence
     if condition:
         query["sequence"] = condition
+    if unexpired:
+        query.update(UNEXPIRED)
     return query
 
 
@@ -131,9 +149,9 @@ def counter_filter(scope: RunScope) -> dict[str, Any]:
 
 
 def with_counter(scope: RunScope, query: Mapping[str, Any]) -> dict[str, Any]:
-    """``query`` (one document by ``_id``) or the run's counter: a signed ``load`` reads the
-    checkpoint and the run's ledger in one round trip, each branch a point of the ``_id_`` index."""
-    return {"$or": [dict(query), counter_filter(scope)]}
+    """``query`` (one unexpired document by ``_id``) or the run's counter: a signed ``load`` reads
+    the checkpoint and the run's ledger in one round trip, each branch a point of the ``_id_`` index."""
+    return {"$or": [{**query, **UNEXPIRED}, counter_filter(scope)]}
 
 
 def run_listing_filter(listing: RunListing, after: RunPosition | None) -> dict[str, Any]:

@@ -36,7 +36,6 @@ from ..errors import (
     MongoDBConcurrencyError,
     MongoDBConfigurationError,
     MongoDBIntegrationError,
-    MongoDBIntegrityError,
     MongoDBMappingError,
     translate_driver_error,
     translated_driver_errors,
@@ -46,11 +45,10 @@ from .chunk_store import (
     check_chunk_sizes,
     collect_unreferenced_chunks,
     delete_run_chunks,
-    fetch_chunks,
     write_chunks,
 )
 from .codec import CANONICAL_HASH_VERSION, CHUNKED_PAYLOAD_FORMAT, CheckpointCodec, ChunkSettings
-from .codec.chunks import Chunker, ChunkReader, MissingChunkError, references
+from .codec.chunks import Chunker
 from .codec.signing import PayloadSigner
 from .concerns import bind_collection
 from .connection import (
@@ -65,11 +63,9 @@ from .documents import (
     ENVELOPE_PROJECTION,
     PreparedCheckpoint,
     SignaturePolicy,
-    StoredPayload,
     prepare_checkpoint,
     stored_payload,
     utc_now,
-    verified_epoch,
 )
 from .driver import CheckpointClient, CheckpointCollection, Document
 from .indexes import CHECKPOINT_INDEXES, SIMPLE_COLLATION
@@ -87,7 +83,6 @@ from .paging import (
 from .provisioning import build_timeout, check_indexes, create_indexes
 from .queries import (
     ASCENDING_SEQUENCE,
-    BY_ID,
     CHECKPOINT_SUMMARY_PROJECTION,
     DESCENDING_SEQUENCE,
     ID_PROJECTION,
@@ -103,6 +98,7 @@ from .queries import (
     run_filter,
     run_listing_filter,
 )
+from .reading import CheckpointDecoder
 from .results import (
     MongoDBCheckpointClearResult,
     MongoDBCheckpointPage,
@@ -172,6 +168,7 @@ class MongoDBCheckpointStorage(CheckpointStorage):
     _codec: CheckpointCodec
     _signer: PayloadSigner | None
     _policy: SignaturePolicy
+    _decoder: CheckpointDecoder
     _chunks: ChunkMemory
     _chunk_context: bytes
     _chunker: Chunker
@@ -342,7 +339,9 @@ class MongoDBCheckpointStorage(CheckpointStorage):
                     self._collection, self._scope, query, action="load a checkpoint"
                 )
             decoded = (
-                [] if document is None else await self._decode([document], check, checkpoint_id=requested)
+                []
+                if document is None
+                else await self._decoder.decode([document], check, checkpoint_id=requested)
             )
             if not decoded:  # none, or removed while it was read (its chunks went first)
                 raise MongoDBCheckpointNotFoundError("This run has no checkpoint with that id.")
@@ -360,7 +359,7 @@ class MongoDBCheckpointStorage(CheckpointStorage):
             checkpoints: list[WorkflowCheckpoint] = []
             check = await self._ledger_check()
             async for page in self._pages(PAYLOAD_PROJECTION, check, limit=self._options.page_size):
-                checkpoints.extend(await self._decode(page, check))
+                checkpoints.extend(await self._decoder.decode(page, check))
             record.result_count = len(checkpoints)
             return checkpoints
 
@@ -393,14 +392,14 @@ class MongoDBCheckpointStorage(CheckpointStorage):
             for _ in range(_LATEST_READS):
                 check = await self._ledger_check()
                 document = await self._find_one(
-                    page_filter(self._scope, None, _condition(check)),
+                    _live_filter(self._scope, None, check),
                     PAYLOAD_PROJECTION,
                     sort=DESCENDING_SEQUENCE,
                     action="read the latest",
                 )
                 if document is None:
                     return None
-                decoded = await self._decode([document], check)
+                decoded = await self._decoder.decode([document], check)
                 if decoded:
                     record.result_count = 1
                     return decoded[0]
@@ -417,7 +416,7 @@ class MongoDBCheckpointStorage(CheckpointStorage):
             check = await self._ledger_check()
             projection = ID_PROJECTION if check is None else ENVELOPE_PROJECTION
             async for page in self._pages(projection, check, limit=self._options.max_page_size):
-                ids.extend(checkpoint_id_of(document) for document in self._verified(page, check))
+                ids.extend(checkpoint_id_of(document) for document in self._decoder.verified(page, check))
             record.result_count = len(ids)
             return ids
 
@@ -440,7 +439,7 @@ class MongoDBCheckpointStorage(CheckpointStorage):
             documents, size, check = await self._requested_page(
                 PAYLOAD_PROJECTION, workflow_name, cursor, limit
             )
-            checkpoints = tuple(await self._decode(documents, check))
+            checkpoints = tuple(await self._decoder.decode(documents, check))
             record.result_count = len(checkpoints)
             return MongoDBCheckpointPage(checkpoints, self._next_cursor(documents, size))
 
@@ -459,7 +458,7 @@ class MongoDBCheckpointStorage(CheckpointStorage):
             projection = CHECKPOINT_SUMMARY_PROJECTION if self._signer is None else ENVELOPE_PROJECTION
             documents, size, check = await self._requested_page(projection, workflow_name, cursor, limit)
             summaries = tuple(
-                checkpoint_summary_of(document) for document in self._verified(documents, check)
+                checkpoint_summary_of(document) for document in self._decoder.verified(documents, check)
             )
             record.result_count = len(summaries)
             return MongoDBCheckpointSummaryPage(summaries, self._next_cursor(documents, size))
@@ -602,6 +601,14 @@ class MongoDBCheckpointStorage(CheckpointStorage):
         # One per run: it compresses only leaves its last split did not hold. encode() never
         # awaits, so concurrent saves of this storage never interleave inside a split.
         self._chunker = Chunker(self._chunk_context)
+        self._decoder = CheckpointDecoder(
+            collection,
+            self._scope,
+            codec,
+            self._policy,
+            chunk_context=self._chunk_context,
+            max_checkpoint_bytes=options.max_checkpoint_bytes,
+        )
         self._owned_client = owned_client
         self._lifetime = lifetime
 
@@ -757,7 +764,7 @@ class MongoDBCheckpointStorage(CheckpointStorage):
             for document in page:
                 stored = stored_payload(document, self._scope, self._policy)
                 if stored.chunked:
-                    referenced.update(self._chunk_addresses(stored))
+                    referenced.update(self._decoder.chunk_addresses(stored))
         await collect_unreferenced_chunks(self._collection, self._scope, referenced)
 
     def _require_same_identity(self, stored: Mapping[str, Any], prepared: PreparedCheckpoint) -> None:
@@ -778,106 +785,6 @@ class MongoDBCheckpointStorage(CheckpointStorage):
         if self._signer is None:
             return None
         return LedgerCheck(await read_ledger(self._collection, self._scope))
-
-    def _verified(self, documents: list[Document], check: LedgerCheck | None) -> list[Document]:
-        """Envelopes whose place, signature and lifetime hold (listings without payloads)."""
-        for document in documents:
-            epoch = verified_epoch(document, self._scope, self._policy)
-            if check is not None:
-                check.require_current(epoch)
-        return documents
-
-    async def _decode(
-        self,
-        documents: list[Document],
-        check: LedgerCheck | None,
-        *,
-        checkpoint_id: str | None = None,
-    ) -> list[WorkflowCheckpoint]:
-        """Decode stored documents, fetching the leaves of the chunked ones in one round trip.
-
-        With ``checkpoint_id`` (a ``load``), the one document must hold that checkpoint, and one
-        the ledger no longer holds is not found. A chunked checkpoint whose chunks are missing
-        because it was removed while it was read (pruned, deleted, expired: its document is gone
-        too) is left out of the result; one whose chunk is missing while it stays is corrupt.
-        """
-        stored: list[StoredPayload] = []
-        for document in documents:
-            item = stored_payload(document, self._scope, self._policy, checkpoint_id=checkpoint_id)
-            if check is not None:
-                check.require_current(item.epoch)
-                if checkpoint_id is not None and not check.is_live(item.sequence):
-                    raise MongoDBCheckpointNotFoundError("This run has no checkpoint with that id.")
-            stored.append(item)
-        roots = {
-            index: self._codec.open_chunked(item.payload, checksum=item.checksum)
-            for index, item in enumerate(stored)
-            if item.chunked
-        }
-        leaves = await self._fetch_leaves(stored, roots)
-        checkpoints: list[WorkflowCheckpoint] = []
-        incomplete: dict[str, MissingChunkError] = {}
-        for index, item in enumerate(stored):
-            count_payload_bytes(len(item.payload))
-            if index in roots:
-                reader = self._reader(roots[index], leaves)
-                try:
-                    checkpoint = self._codec.decode_chunked(reader, root_bytes=len(item.payload))
-                except MissingChunkError as error:
-                    incomplete[self._scope.checkpoint_document_id(item.checkpoint_id)] = error
-                    continue
-            else:
-                checkpoint = self._codec.decode(item.payload, checksum=item.checksum)
-            if (
-                checkpoint.checkpoint_id != item.checkpoint_id
-                or checkpoint.workflow_name != self._scope.workflow_name
-            ):
-                raise self._misplaced_error("A stored checkpoint's payload does not belong to its document.")
-            checkpoints.append(checkpoint)
-        if incomplete:
-            await self._require_removed(incomplete)
-        return checkpoints
-
-    async def _require_removed(self, incomplete: Mapping[str, MissingChunkError]) -> None:
-        """Raise the missing-chunk error of a checkpoint that is still stored (corrupt); those
-        that are gone were removed while they were read, and are simply not in the result."""
-        query = {**run_filter(self._scope), "_id": {"$in": sorted(incomplete)}}
-        with translated_driver_errors(operation="read", action="check for removed checkpoints"):
-            count_round_trip()  # find() sends nothing; to_list() sends the query
-            cursor = self._collection.find(
-                query, _ID_ONLY, sort=BY_ID, limit=len(incomplete), collation=SIMPLE_COLLATION
-            )
-            remaining = await cursor.to_list(len(incomplete))
-        for document in remaining:
-            # The package's mapping error, not the codec's internal subclass.
-            error = incomplete[document["_id"]]
-            raise MongoDBMappingError(str(error)) from error
-
-    def _misplaced_error(self, message: str) -> MongoDBMappingError:
-        # A signed envelope binds the checksum, so with keys a payload of another checkpoint under
-        # a valid signature cannot arise from corruption: it is someone's doing.
-        return MongoDBMappingError(message) if self._signer is None else MongoDBIntegrityError(message)
-
-    async def _fetch_leaves(
-        self, stored: list[StoredPayload], roots: Mapping[int, object]
-    ) -> dict[bytes, object]:
-        """Every leaf the chunked ``roots`` name, directly or through the nested hints."""
-        wanted: set[bytes] = set()
-        for index, root in roots.items():
-            wanted.update(_named_chunks(stored[index], root))
-        return await fetch_chunks(self._collection, self._scope, wanted)
-
-    def _reader(self, root: object, leaves: Mapping[bytes, object]) -> ChunkReader:
-        """A reader holding the fetched leaves ``root`` reaches; an absent one stays absent, so the
-        join reports it missing, and a fetched one the root does not reach is never parsed."""
-        reader = ChunkReader(self._chunk_context, root, budget=self._options.max_checkpoint_bytes)
-        while present := sorted(address for address in reader.wanted() if address in leaves):
-            for address in present:
-                reader.add(address, leaves[address])
-        return reader
-
-    def _chunk_addresses(self, stored: StoredPayload) -> set[bytes]:
-        return _named_chunks(stored, self._codec.open_chunked(stored.payload, checksum=stored.checksum))
 
     async def _find_one(
         self,
@@ -910,7 +817,7 @@ class MongoDBCheckpointStorage(CheckpointStorage):
         after: PagePosition | None,
         limit: int,
     ) -> list[Document]:
-        query = page_filter(self._scope, None if after is None else after.sequence, _condition(check))
+        query = _live_filter(self._scope, None if after is None else after.sequence, check)
         with translated_driver_errors(operation="read", action="read a page of checkpoints"):
             count_round_trip()  # find() sends nothing; to_list() sends the query, once
             cursor = self._collection.find(
@@ -970,13 +877,11 @@ class _ClientLifetime:
     closed: bool = False
 
 
-def _named_chunks(stored: StoredPayload, root: object) -> set[bytes]:
-    """The chunks a chunked checkpoint names: its root's references and its nested hint."""
-    return set(references(root)) | set(stored.nested)
-
-
-def _condition(check: LedgerCheck | None) -> dict[str, Any]:
-    return {} if check is None else check.sequence_condition()
+def _live_filter(scope: RunScope, after: int | None, check: LedgerCheck | None) -> dict[str, Any]:
+    """A page or latest query: with keys, only the run's live, unexpired checkpoints."""
+    if check is None:
+        return page_filter(scope, after)
+    return page_filter(scope, after, check.sequence_condition(), unexpired=True)
 
 
 def _require_checkpoint_id(checkpoint_id: object) -> str:

@@ -11,6 +11,7 @@ import click
 from ..checkpoints import MongoDBCheckpointStorage, MongoDBCheckpointStorageOptions
 from ..checkpoints.connection import create_owned_client
 from ..checkpoints.driver import CheckpointClient, CheckpointCollection
+from ._keys import keys_from_environment
 
 __all__ = ["CliSettings", "ClientFactory", "Connection", "default_client"]
 
@@ -69,7 +70,12 @@ class Connection:
     ) -> AsyncGenerator[MongoDBCheckpointStorage]:
         """A storage bound to the run (or, with the placeholders, to the tenant and application)."""
         options = MongoDBCheckpointStorageOptions(
-            tenant_id=tenant, application_id=application, workflow_name=workflow, session_id=session
+            tenant_id=tenant,
+            application_id=application,
+            workflow_name=workflow,
+            session_id=session,
+            # With keys in the environment, reads verify as a worker's storage does.
+            signing_keys=keys_from_environment(required=False),
         )
         async with self.collection_handle() as collection:
             yield MongoDBCheckpointStorage(collection, options=options)

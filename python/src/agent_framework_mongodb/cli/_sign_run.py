@@ -2,21 +2,16 @@
 
 from __future__ import annotations
 
-import base64
-import binascii
-import os
-
 import click
 
 from ..checkpoints import MongoDBCheckpointStorageOptions, MongoDBConfigurationError
 from ..checkpoints.transition import SignRunResult, sign_run
 from ._connection import Connection
-from ._errors import CommandFailure, run
+from ._errors import FAILURE_STATUS, CommandFailure, run
+from ._keys import keys_from_environment
 from ._options import scope_options
 
 __all__ = ["sign_run_command"]
-
-KEYS_VARIABLE = "AGENT_FRAMEWORK_MONGODB_SIGNING_KEYS"
 
 
 @click.command("sign-run")
@@ -29,6 +24,15 @@ KEYS_VARIABLE = "AGENT_FRAMEWORK_MONGODB_SIGNING_KEYS"
     metavar="MODULE:QUALNAME",
     help="An application class the checkpoints hold (repeatable), as in allowed_checkpoint_types.",
 )
+@click.option(
+    "--adopt",
+    is_flag=True,
+    help="Also sign checkpoints signed in another lifetime of the run: only when its counter was "
+    "deleted by hand, never after clear_run (the dry run lists them).",
+)
+@click.option(
+    "--exclude", "excluded", multiple=True, metavar="CHECKPOINT", help="A checkpoint to leave as it is."
+)
 @click.option("--yes", is_flag=True, help="Sign; without it, only list what would be signed.")
 @click.argument("session")
 @click.pass_obj
@@ -38,6 +42,8 @@ def sign_run_command(  # noqa: PLR0917 - Click passes every option
     application: str | None,
     workflow: str,
     allowed_types: tuple[str, ...],
+    adopt: bool,
+    excluded: tuple[str, ...],
     yes: bool,
     session: str,
 ) -> None:
@@ -45,7 +51,8 @@ def sign_run_command(  # noqa: PLR0917 - Click passes every option
     AGENT_FRAMEWORK_MONGODB_SIGNING_KEYS (comma-separated base64 keys, the storage's signing_keys).
 
     Each checkpoint is first loaded through the restricted loader; one that already verifies is
-    left as it is. Signing states that the run's current contents are trusted.
+    left as it is, and one whose signature fails is refused and never signed. Signing states that
+    the run's current contents are trusted.
     """
     try:
         options = MongoDBCheckpointStorageOptions(
@@ -54,35 +61,30 @@ def sign_run_command(  # noqa: PLR0917 - Click passes every option
             workflow_name=workflow,
             session_id=session,
             allowed_checkpoint_types=allowed_types,
-            signing_keys=_keys_from_environment(),
+            signing_keys=keys_from_environment(required=True),
         )
     except MongoDBConfigurationError as error:
         raise CommandFailure(error.category, str(error)) from error
 
     async def sign() -> SignRunResult:
         async with connection.collection_handle() as collection:
-            return await sign_run(collection, options, write=yes)
+            return await sign_run(collection, options, write=yes, adopt=adopt, exclude=excluded)
 
     result = run(sign())
     verb = "signed" if yes else "would sign"
     for checkpoint_id in result.signed:
         click.echo(f"{verb} {checkpoint_id}")
+    for checkpoint_id in result.refused:
+        click.echo(f"refused {checkpoint_id}: its signature does not verify (modified outside the storage)")
+    for checkpoint_id in result.other_lifetime:
+        click.echo(
+            f"other lifetime {checkpoint_id}: signed before the run's counter was replaced (see --adopt)"
+        )
     click.echo(
-        f"{len(result.signed)} checkpoint(s) {verb}, {len(result.already_signed)} already signed"
+        f"{len(result.signed)} checkpoint(s) {verb}, {len(result.already_signed)} already signed, "
+        f"{len(result.refused)} refused, {len(result.other_lifetime)} of another lifetime"
         + ("" if yes or not result.signed else "; pass --yes to sign them")
         + "."
     )
-
-
-def _keys_from_environment() -> tuple[bytes, ...]:
-    text = os.environ.get(KEYS_VARIABLE, "")
-    if not text.strip():
-        raise click.UsageError(
-            f"Set {KEYS_VARIABLE} to the storage's signing keys (base64, comma-separated)."
-        )
-    try:
-        return tuple(
-            base64.b64decode(part.strip(), validate=True) for part in text.split(",") if part.strip()
-        )
-    except (binascii.Error, ValueError):
-        raise click.UsageError(f"{KEYS_VARIABLE} holds a key that is not base64.") from None
+    if result.refused:
+        raise SystemExit(FAILURE_STATUS)

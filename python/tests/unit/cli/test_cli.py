@@ -288,7 +288,10 @@ def test_sign_run_signs_an_unsigned_run_after_a_dry_run(
     scope = ("--tenant", TENANT, "--application", APPLICATION, "--workflow", WORKFLOW)
     dry = engine.invoke("sign-run", *scope, SESSION)
     assert dry.exit_code == 0, dry.output
-    assert "3 checkpoint(s) would sign, 0 already signed; pass --yes" in dry.stdout
+    assert (
+        "3 checkpoint(s) would sign, 0 already signed, 0 refused, 0 of another lifetime; pass --yes"
+        in dry.stdout
+    )
     with pytest.raises(MongoDBIntegrityError):  # a dry run writes nothing
         asyncio.run(signed.load(ids[0]))
 
@@ -298,6 +301,13 @@ def test_sign_run_signs_an_unsigned_run_after_a_dry_run(
     assert [c.checkpoint_id for c in asyncio.run(signed.list_checkpoints(workflow_name=WORKFLOW))] == ids
     again = engine.invoke("sign-run", *scope, "--yes", SESSION)
     assert "0 checkpoint(s) signed, 3 already signed" in again.stdout
+    # A signed checkpoint edited afterwards is refused, never re-signed (exit status 1).
+    asyncio.run(engine.collection.update_one({"checkpoint_id": ids[0]}, {"$set": {"sequence": 10**9}}))
+    tampered = engine.invoke("sign-run", *scope, "--yes", SESSION)
+    assert tampered.exit_code == 1, tampered.output
+    assert f"refused {ids[0]}" in tampered.stdout
+    with pytest.raises(MongoDBIntegrityError):
+        asyncio.run(signed.load(ids[0]))
 
 
 def test_sign_run_takes_back_a_run_whose_counter_was_deleted(
@@ -318,9 +328,12 @@ def test_sign_run_takes_back_a_run_whose_counter_was_deleted(
     with pytest.raises(MongoDBIntegrityError, match="no counter"):
         asyncio.run(signed.load(ids[0]))
 
-    done = engine.invoke(
-        "sign-run", "--tenant", TENANT, "--application", APPLICATION, "--workflow", WORKFLOW, "--yes", SESSION
-    )
+    scope = ("--tenant", TENANT, "--application", APPLICATION, "--workflow", WORKFLOW)
+    listed = engine.invoke("sign-run", *scope, "--yes", SESSION)  # without --adopt: only listed
+    assert listed.exit_code == 0, listed.output
+    assert f"other lifetime {ids[0]}" in listed.stdout
+    assert "0 checkpoint(s) signed" in listed.stdout
+    done = engine.invoke("sign-run", *scope, "--adopt", "--yes", SESSION)
     assert done.exit_code == 0, done.output
     assert (asyncio.run(signed.load(ids[1]))).checkpoint_id == ids[1]
     saved = asyncio.run(signed.save(make_checkpoint("after")))  # the new counter numbers on

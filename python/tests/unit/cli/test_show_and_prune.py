@@ -123,3 +123,27 @@ def test_prune_on_a_terminal_shows_a_progress_bar(monkeypatch: pytest.MonkeyPatc
     assert "Clearing runs" in result.stdout
     assert "1 run(s) cleared." in result.stdout
     assert sessions(engine) == ["new-session"]
+
+
+def test_show_with_signing_keys_in_the_environment_refuses_what_a_worker_would(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import base64
+    import secrets
+
+    key = secrets.token_bytes(32)
+    engine = Engine()
+    (checkpoint_id,) = save_run(engine, 1, signing_keys=[key])
+    monkeypatch.setenv("AGENT_FRAMEWORK_MONGODB_SIGNING_KEYS", base64.b64encode(key).decode())
+    shown = engine.invoke("show", *SCOPE, "--workflow", WORKFLOW, "--json", SESSION, checkpoint_id)
+    assert shown.exit_code == 0, shown.output
+    # A checkpoint edited outside the storage: without keys show would display it; with them it is
+    # refused, as the workers' signed storage refuses it.
+    asyncio.run(
+        engine.collection.update_one(
+            {"checkpoint_id": checkpoint_id}, {"$set": {"parent_checkpoint_id": "x"}}
+        )
+    )
+    refused = engine.invoke("show", *SCOPE, "--workflow", WORKFLOW, "--json", SESSION, checkpoint_id)
+    assert refused.exit_code == 1
+    assert "[integrity]" in refused.output

@@ -9,7 +9,7 @@ inserts the raced chunks first, the rest of the bulk runs, and the bulk fails as
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 import pytest
@@ -198,6 +198,10 @@ class _AfterRemoval:
             await self._inner.delete_many(query)
         result: list[dict[str, Any]] = await self._cursor.to_list(length)
         return result
+
+    async def __aiter__(self) -> AsyncIterator[dict[str, Any]]:
+        for document in await self.to_list():
+            yield document
 
 
 async def _two_large_checkpoints(collection: InMemoryCollection) -> tuple[RemovingCollection, Any]:
