@@ -270,13 +270,10 @@ def _requests(
 def _later(expiry: datetime) -> dict[str, Any]:
     """Move ``touched_at`` to the end of the server's current window, and ``expires_at`` to
     ``expiry`` (the checkpoint's own expiry plus the margin, from the save), never earlier."""
-    # $ifNull for a new chunk: the server's $max skips a missing operand, but stating the value
-    # keeps the expression total (the engine's $max does not skip one: DIVERGENCES).
+    # $max skips a missing operand, so a new chunk takes the window's end and the expiry as given.
     return {
-        CHUNK_TOUCHED_FIELD: {
-            "$max": [{"$ifNull": [f"${CHUNK_TOUCHED_FIELD}", SERVER_WINDOW_END]}, SERVER_WINDOW_END]
-        },
-        "expires_at": {"$max": [{"$ifNull": ["$expires_at", {"$literal": expiry}]}, {"$literal": expiry}]},
+        CHUNK_TOUCHED_FIELD: {"$max": [f"${CHUNK_TOUCHED_FIELD}", SERVER_WINDOW_END]},
+        "expires_at": {"$max": ["$expires_at", {"$literal": expiry}]},
     }
 
 

@@ -25,6 +25,7 @@ from ._collection import InMemoryCollection
 from ._collection_base import unsupported
 from ._dates import server_date_expressions
 from ._errors import command_error
+from ._extremes import server_extremes
 from ._faults import FaultPlan, HeldOperation
 from ._index_builds import DEFAULT_INDEX_BUILD_RATE, check_build_rate
 from ._journal import Journal
@@ -424,7 +425,7 @@ class InMemoryMongoClient(SettingsCarrier):
                 deadline=lambda: current_deadline(self.timeout),
                 retry_wait=self._retry_wait,
             ):
-                with server_date_expressions():
+                with server_date_expressions(), server_extremes():
                     yield
         finally:
             _REQUEST_NOW.reset(request_now)

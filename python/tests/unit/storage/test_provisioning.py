@@ -165,3 +165,23 @@ async def test_each_call_logs_one_completion_record(
         ("ensure_indexes", "success"),
         ("validate_indexes", "success"),
     ]
+
+
+@pytest.mark.seeded_engine
+async def test_ensure_indexes_on_a_populated_collection_outlasts_the_save_deadline() -> None:
+    """A build on a large collection may take longer than any save's deadline; MongoDB aborts a
+    build its deadline cuts short (SERVER-46595), so the default build waits for as long as it takes,
+    and a build timeout given explicitly aborts it cleanly."""
+    client = InMemoryMongoClient()
+    collection = client["db"]["checkpoints"]
+    await collection.insert_many([{"_id": f"doc-{index}", "note": index} for index in range(400)])
+    client.index_build_rate = 1000  # 0.4 s per index over the 400 documents, past the 0.1 s deadline
+    storage = make_storage(collection, operation_timeout=0.1)
+
+    with pytest.raises(MongoDBTimeoutError):
+        await storage.ensure_indexes(timeout=0.1)
+    assert await listed_names(collection) == {"_id_"}, "an aborted build leaves no index behind"
+
+    await storage.ensure_indexes()
+    assert set(INDEX_NAMES) <= await listed_names(collection)
+    await storage.validate_indexes()

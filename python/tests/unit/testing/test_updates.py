@@ -259,3 +259,30 @@ async def test_arithmetic_keeps_the_servers_integer_widths(coll: InMemoryCollect
     # An upsert seeded from the filter keeps the filter's width.
     seeded = await _after(coll, {"_id": "seed", "n": Int64(1)}, {"$inc": {"n": 1}}, upsert=True)
     assert type(seeded["n"]) is Int64
+
+
+async def test_max_and_min_skip_missing_and_null_operands(coll: InMemoryCollection) -> None:
+    # The server considers only operands that are neither null nor missing, and gives null when
+    # none is (manual, $max (aggregation), "Null or Missing Values"); mongomock_ng raised TypeError.
+    await coll.insert_one({"_id": 1, "low": 2, "high": 9})
+    await coll.update_one(
+        {"_id": 1},
+        [
+            {
+                "$set": {
+                    "max_of_missing": {"$max": ["$absent", 5]},
+                    "min_of_missing": {"$min": ["$absent", None, 5]},
+                    "max_of_fields": {"$max": ["$low", "$absent", "$high"]},
+                    "min_of_fields": {"$min": ["$high", "$absent", "$low"]},
+                    "none_present": {"$max": ["$absent", None]},
+                    "latest": {"$max": ["$absent", "$$NOW"]},
+                }
+            }
+        ],
+    )
+    stored = await coll.find_one({"_id": 1})
+    assert stored is not None
+    assert (stored["max_of_missing"], stored["min_of_missing"]) == (5, 5)
+    assert (stored["max_of_fields"], stored["min_of_fields"]) == (9, 2)
+    assert stored["none_present"] is None
+    assert isinstance(stored["latest"], datetime)
