@@ -238,13 +238,15 @@ class TypeResolver:
         if not _NAME.fullmatch(module_name) or not _NAME.fullmatch(qualname):
             raise TypeRefusal(f"{key!r} is not a class name of the form 'module:qualname'.")
         if is_framework_module(module_name):
-            # Framework names resolve only in modules the framework already imported: a payload
-            # never makes this process import a framework submodule.
+            # Framework names resolve only in modules already imported (the codec imports the
+            # framework's own when it is built: framework_modules.py); a payload never makes
+            # this process import a module.
             cls = _find_loaded_class(module_name, qualname)
             if cls is None:
                 raise TypeRefusal(
-                    f"{key!r} is not a class of an imported Agent Framework module; import the package "
-                    "that defines it before loading."
+                    f"{key!r} is not a class of the installed Agent Framework: the checkpoint was written "
+                    "by a version or a framework package that defines it. Install that version or package "
+                    "(and import the package, if it is not Agent Framework's own) before loading."
                 )
             return cls
         if key in self._allowed:
