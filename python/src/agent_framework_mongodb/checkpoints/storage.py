@@ -621,8 +621,11 @@ class MongoDBCheckpointStorage(CheckpointStorage):
 
     def _require_workflow(self, workflow_name: object) -> None:
         if workflow_name != self._scope.workflow_name:
+            # Workflow names are code (a WorkflowBuilder's name=), not run data: errors may show them.
+            given = repr(workflow_name) if isinstance(workflow_name, str) else type(workflow_name).__name__
             raise MongoDBConfigurationError(
-                "workflow_name differs from the workflow this storage is bound to. Agent Framework "
+                f"workflow_name differs from the workflow this storage is bound to: bound to "
+                f"{self._scope.workflow_name!r}, got {given[:200]}. Agent Framework "
                 "names a workflow randomly per WorkflowBuilder unless it is given a name, so a rebuilt "
                 "workflow never matches: build it with WorkflowBuilder(name=...) equal to the "
                 "options' workflow_name, or use a storage bound to that workflow."
