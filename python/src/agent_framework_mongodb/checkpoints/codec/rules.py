@@ -41,6 +41,7 @@ __all__ = [
     "PYDANTIC_EXTRA",
     "PYDANTIC_FIELDS_SET",
     "PYDANTIC_PRIVATE",
+    "ClassNotFound",
     "ClassPlan",
     "TypeRefusal",
     "TypeResolver",
@@ -74,6 +75,15 @@ _DEFAULT_STATE_MODULES: Final = frozenset({"builtins", "enum"})
 
 class TypeRefusal(Exception):
     """A class may not be stored or rebuilt; the codec re-raises it as its own error category."""
+
+
+class ClassNotFound(TypeRefusal):
+    """A class name resolves to no class this process may use: not listed, or not defined by the
+    installed framework. ``key`` is the name, so a caller can report every such class at once."""
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(message)
+        self.key = key
 
 
 def type_key(cls: type) -> str:
@@ -248,10 +258,11 @@ class TypeResolver:
             # this process import a module.
             cls = _find_loaded_class(module_name, qualname)
             if cls is None:
-                raise TypeRefusal(
+                raise ClassNotFound(
+                    key,
                     f"{key!r} is not a class of the installed Agent Framework: the checkpoint was written "
                     "by a version or a framework package that defines it. Install that version or package "
-                    "(and import the package, if it is not Agent Framework's own) before loading."
+                    "(and import the package, if it is not Agent Framework's own) before loading.",
                 )
             return cls
         if key in self._allowed:
@@ -271,11 +282,12 @@ class TypeResolver:
         if cls is not None and is_registered_with_framework(cls):
             return cls
         if module_name == _MAIN:
-            raise TypeRefusal(f"{key!r} is not allowed.{_main_advice(module_name)}")
-        raise TypeRefusal(
+            raise ClassNotFound(key, f"{key!r} is not allowed.{_main_advice(module_name)}")
+        raise ClassNotFound(
+            key,
             f"{key!r} is not an Agent Framework class and is not allowed. Add it to "
             "MongoDBCheckpointStorageOptions.allowed_checkpoint_types (or register it with "
-            "agent_framework.register_checkpoint_type) if it is one of your checkpoint classes."
+            "agent_framework.register_checkpoint_type) if it is one of your checkpoint classes.",
         )
 
 
