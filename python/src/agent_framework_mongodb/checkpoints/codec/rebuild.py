@@ -149,7 +149,9 @@ def rebuild_tree(
     except RecursionError:
         _refuse("it is nested too deeply")
     except TypeRefusal as error:
-        raise MongoDBMappingError(f"Checkpoint payload cannot be loaded: {error}") from None
+        raise MongoDBMappingError(
+            f"Checkpoint payload cannot be loaded: {error}", class_names=builder.missing_names()
+        ) from None
     except MongoDBSerializationError as error:
         # The save-side wording of a shared rule (hash collisions); on load it is a mapping error.
         raise MongoDBMappingError(str(error)) from None
@@ -259,6 +261,10 @@ class _Rebuild:
         if nests:
             self._depth -= 1
 
+    def missing_names(self) -> tuple[str, ...]:
+        """The classes phase one found unavailable so far, by name."""
+        return tuple(self._missing)
+
     def require_all_found(self) -> None:
         """Raise one refusal naming every class the tree names that this process cannot use."""
         if not self._missing:
@@ -302,12 +308,11 @@ class _Rebuild:
         if tag in ("t", "Z"):
             items = node[1:]
         elif tag in ("e", "n"):
-            try:
-                plan = self.plan(
-                    node[1] if len(node) > 1 else None, KIND_ENUM if tag == "e" else KIND_NAMED_TUPLE
-                )
-            except ClassNotFound:
-                return  # check() records it; nothing of the tree is built
+            # A class not found here propagates to the record holding this key, which is then
+            # left unchecked as a whole: its members are never hashed (they are not all checked).
+            plan = self.plan(
+                node[1] if len(node) > 1 else None, KIND_ENUM if tag == "e" else KIND_NAMED_TUPLE
+            )
             if not plan.hash_safe:
                 _refuse(f"{plan.key!r} cannot be a set member or dict key")
             items = node[2:] if tag == "n" else ()
@@ -345,10 +350,21 @@ class _Rebuild:
     def plan(self, key: object, kind: int) -> ClassPlan:
         if type(key) is not str:
             _refuse("a record names no class")
+        known_missing = self._missing.get(key)
+        if known_missing is not None:
+            # Resolved once per load: a payload naming one unavailable class many times costs one
+            # lookup (a "no" from the framework's registry is not cached across loads).
+            raise known_missing
         plan = self._resolver.plan(key)
         if plan.kind != kind:
             _refuse(f"{plan.key!r} is stored as another kind of value than it is")
         return plan
+
+    def reference(self, key: str) -> type:
+        known_missing = self._missing.get(key)
+        if known_missing is not None:
+            raise known_missing
+        return self._resolver.reference(key)
 
     # -- phase two: build --------------------------------------------------------------------
 
@@ -551,7 +567,7 @@ def _build_enum(rebuild: _Rebuild, node: tuple[Any, ...]) -> Any:
 
 def _check_class(rebuild: _Rebuild, node: tuple[Any, ...]) -> None:
     _require(type(node[1]) is str, "a class record is malformed")
-    rebuild.resolver.reference(node[1])
+    rebuild.reference(node[1])
 
 
 def _build_class(rebuild: _Rebuild, node: tuple[Any, ...]) -> Any:
