@@ -8,7 +8,7 @@ from contextlib import asynccontextmanager
 
 import click
 
-from ..checkpoints import MongoDBCheckpointStorage, MongoDBCheckpointStorageOptions
+from ..checkpoints import MongoDBCheckpointCatalog, MongoDBCheckpointStorage, MongoDBCheckpointStorageOptions
 from ..checkpoints.connection import create_owned_client
 from ..checkpoints.driver import CheckpointClient, CheckpointCollection
 from ._keys import keys_from_environment
@@ -19,7 +19,8 @@ ClientFactory = Callable[[str | None], CheckpointClient]
 """Builds a client from the URI (``None`` when none was given); called inside the event loop."""
 
 PLACEHOLDER_NAME = "cli"
-"""The workflow and session a tenant-wide storage is bound to: ``list_runs`` ignores both."""
+"""The workflow and session a storage is bound to when a command names none (tenant-wide commands
+use ``catalog`` instead)."""
 
 
 def default_client(uri: str | None) -> CheckpointClient:
@@ -79,3 +80,16 @@ class Connection:
         )
         async with self.collection_handle() as collection:
             yield MongoDBCheckpointStorage(collection, options=options)
+
+    @asynccontextmanager
+    async def catalog(
+        self, *, tenant: str, application: str | None
+    ) -> AsyncGenerator[MongoDBCheckpointCatalog]:
+        """The tenant's and application's catalog: its runs, and a storage for any of them."""
+        async with self.collection_handle() as collection:
+            yield MongoDBCheckpointCatalog(
+                collection,
+                tenant_id=tenant,
+                application_id=application,
+                signing_keys=keys_from_environment(required=False),
+            )
