@@ -21,7 +21,7 @@ from typing import Any
 
 from pymongo import AsyncMongoClient
 
-from agent_framework_mongodb import ensure_checkpoint_indexes, validate_checkpoint_indexes
+from agent_framework_mongodb.checkpoints import ensure_checkpoint_indexes, validate_checkpoint_indexes
 from agent_framework_mongodb.testing import InMemoryMongoClient
 
 # The storage's default database and collection names.

@@ -17,7 +17,7 @@ import os
 
 from agent_framework import Executor, WorkflowBuilder, WorkflowContext, handler
 
-from agent_framework_mongodb import MongoDBCheckpointStorage, MongoDBCheckpointStorageOptions
+from agent_framework_mongodb.checkpoints import MongoDBCheckpointStorage, MongoDBCheckpointStorageOptions
 
 WORKFLOW_NAME = "word-count"
 OPTIONS = MongoDBCheckpointStorageOptions(

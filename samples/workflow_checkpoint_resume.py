@@ -29,7 +29,7 @@ from pathlib import Path
 
 from agent_framework import Executor, Workflow, WorkflowBuilder, WorkflowContext, handler, response_handler
 
-from agent_framework_mongodb import MongoDBCheckpointStorage, MongoDBCheckpointStorageOptions
+from agent_framework_mongodb.checkpoints import MongoDBCheckpointStorage, MongoDBCheckpointStorageOptions
 from expense_models import ExpenseClaim
 
 WORKFLOW_NAME = "expense-approval"

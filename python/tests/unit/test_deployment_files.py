@@ -1,7 +1,7 @@
 """The files that run the integration suite against a real server: ``compose.yaml`` and the workflow.
 
 Neither can run here (no Docker, no network, no MongoDB server), so these tests check what can be
-checked without one: both parse as YAML and have the structure the README and
+checked without one: both parse as YAML and have the structure docs/development.md and
 docs/deployment.md describe. Each check is a function returning the problems it finds; the tests
 assert the real files have none, and that a copy broken in each way is reported, so no check
 passes vacuously.

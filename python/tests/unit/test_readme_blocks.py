@@ -1,9 +1,12 @@
-"""Every ```python block in README.md type-checks strictly and runs, or says why it does not run.
+"""Every ```python block in README.md and docs/*.md type-checks strictly and runs, or says why it does not.
 
-A block's first line decides what happens to it (README.md, Development, says the same):
+Each document is checked on its own (the tests are parametrized over them; a document without a
+``python`` block has nothing to check, but README.md must have blocks and at least one must run). A
+block's first line decides what happens to it (README.md, Development, says the same):
 
 - ``# file: <path>``: a module of the reader's application (``my_app/models.py``) that other
-  blocks import. It is written to that path and type-checked; it is not run on its own.
+  blocks of the same document import. It is written to that path and type-checked; it is not run
+  on its own.
 - ``# not run: <reason>``: type-checked, not run, and the reason is required (a secret, a
   server). ``test_every_block_is_run_or_says_why`` lists these, so none is skipped silently.
 - anything else: a complete script. It is type-checked, then run as ``__main__`` on the
@@ -12,10 +15,10 @@ A block's first line decides what happens to it (README.md, Development, says th
   so a later storage on the same string sees what an earlier one saved. A ``print(...)  # text``
   line promises what the script prints: the test checks that ``text`` was printed.
 
-Each block is its own module in a temporary folder, and all of them are checked in one
-``mypy --strict`` run and one strict ``pyright`` run, with this interpreter's packages. A canary
-module with one known error goes along, so a checker that read nothing cannot pass: the canary's
-error must be reported, and nothing else.
+Each block is its own module in a temporary folder of its document, and each document's blocks are
+checked in one ``mypy --strict`` run and one strict ``pyright`` run, with this interpreter's
+packages. A canary module with one known error goes along, so a checker that read nothing cannot
+pass: the canary's error must be reported, and nothing else.
 """
 
 from __future__ import annotations
@@ -34,7 +37,8 @@ import pytest
 from agent_framework_mongodb.checkpoints import connection
 from agent_framework_mongodb.testing import InMemoryMongoClient
 
-README = Path(__file__).resolve().parents[3] / "README.md"
+REPOSITORY = Path(__file__).resolve().parents[3]
+README = REPOSITORY / "README.md"
 PYTHON_DIR = Path(__file__).resolve().parents[2]
 _BLOCK = re.compile(r"^```python\n(.*?)^```$", re.DOTALL | re.MULTILINE)
 _FILE = re.compile(r"# file: ([A-Za-z_][A-Za-z0-9_]*(?:/[A-Za-z_][A-Za-z0-9_]*)*\.py)")
@@ -46,8 +50,9 @@ _CANARY_SOURCE = 'number: int = "not a number"\n'
 
 @dataclass(frozen=True)
 class Block:
+    document: str  # the document's path from the repository root: README.md, docs/testing.md
     index: int
-    line: int  # where the block's code starts in README.md
+    line: int  # where the block's code starts in its document
     source: str
 
     @property
@@ -56,80 +61,102 @@ class Block:
 
     @property
     def module_path(self) -> str:
-        """Where the block is written in the workspace."""
+        """Where the block is written in its document's workspace."""
         declared = _FILE.fullmatch(self.first_line)
-        return declared.group(1) if declared else f"readme_block_{self.index:02d}.py"
+        return declared.group(1) if declared else f"{_prefix(self.document)}_block_{self.index:02d}.py"
 
     @property
     def runs(self) -> bool:
         return not (_FILE.fullmatch(self.first_line) or _NOT_RUN.fullmatch(self.first_line))
 
     def __str__(self) -> str:
-        return f"README.md block {self.index} (line {self.line}, {self.module_path})"
+        return f"{self.document} block {self.index} (line {self.line}, {self.module_path})"
 
 
-def _read_blocks() -> list[Block]:
-    text = README.read_text(encoding="utf-8")
+def _prefix(document: str) -> str:
+    """readme for README.md, docs_testing for docs/testing.md: a module name's start."""
+    return re.sub(r"\W", "_", document.removesuffix(".md")).lower()
+
+
+def _read_blocks(path: Path) -> list[Block]:
+    text = path.read_text(encoding="utf-8")
+    document = path.relative_to(REPOSITORY).as_posix()
     return [
-        Block(index, text.count("\n", 0, match.start(1)) + 1, match.group(1))
+        Block(document, index, text.count("\n", 0, match.start(1)) + 1, match.group(1))
         for index, match in enumerate(_BLOCK.finditer(text), start=1)
     ]
 
 
-BLOCKS = _read_blocks()
+DOCUMENTS = {
+    path.relative_to(REPOSITORY).as_posix(): _read_blocks(path)
+    for path in [README, *sorted((REPOSITORY / "docs").glob("*.md"))]
+}
+CHECKED_DOCUMENTS = [document for document, blocks in DOCUMENTS.items() if blocks]
+RUNNING_BLOCKS = [block for blocks in DOCUMENTS.values() for block in blocks if block.runs]
 
 
 @pytest.fixture(scope="module")
-def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Every block as a module, plus the canary, in one folder."""
-    root = tmp_path_factory.mktemp("readme_blocks")
-    for block in BLOCKS:
-        path = root / block.module_path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        for package in path.relative_to(root).parents:
-            if package != Path():
-                (root / package / "__init__.py").touch()
-        path.write_text(block.source, encoding="utf-8")
-    (root / _CANARY).write_text(_CANARY_SOURCE, encoding="utf-8")
-    return root
+def workspaces(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Per document, every block as a module, plus the canary, in one folder."""
+    roots: dict[str, Path] = {}
+    for document in CHECKED_DOCUMENTS:
+        root = roots[document] = tmp_path_factory.mktemp(_prefix(document) + "_blocks")
+        for block in DOCUMENTS[document]:
+            path = root / block.module_path
+            path.parent.mkdir(parents=True, exist_ok=True)
+            for package in path.relative_to(root).parents:
+                if package != Path():
+                    (root / package / "__init__.py").touch()
+            path.write_text(block.source, encoding="utf-8")
+        (root / _CANARY).write_text(_CANARY_SOURCE, encoding="utf-8")
+    return roots
 
 
-def _checked_files() -> list[str]:
-    return [block.module_path for block in BLOCKS] + [_CANARY]
+def _checked_files(document: str) -> list[str]:
+    return [block.module_path for block in DOCUMENTS[document]] + [_CANARY]
 
 
-def test_every_block_is_run_or_says_why() -> None:
-    assert BLOCKS, "README.md has no ```python block"
-    assert any(block.runs for block in BLOCKS), "no README block runs"
-    paths = [block.module_path for block in BLOCKS]
-    assert len(set(paths)) == len(paths), f"two blocks declare the same file: {paths}"
-    for block in BLOCKS:
+def test_the_readme_has_blocks_that_run() -> None:
+    blocks = DOCUMENTS["README.md"]
+    assert blocks, "README.md has no ```python block"
+    assert any(block.runs for block in blocks), "no README block runs"
+
+
+@pytest.mark.parametrize("document", list(DOCUMENTS))
+def test_every_block_is_run_or_says_why(document: str) -> None:
+    blocks = DOCUMENTS[document]
+    paths = [block.module_path for block in blocks]
+    assert len(set(paths)) == len(paths), f"two blocks of {document} declare the same file: {paths}"
+    for block in blocks:
         comment = block.first_line
         if comment.startswith(("# file:", "# not run")):
             assert _FILE.fullmatch(comment) or _NOT_RUN.fullmatch(comment), (
                 f"{block}: malformed first line {comment!r}; use '# file: pkg/module.py' or "
                 "'# not run: <reason>'"
             )
-    not_run = {str(block): block.first_line for block in BLOCKS if _NOT_RUN.fullmatch(block.first_line)}
-    print(f"README blocks type-checked but not run: {not_run}")
+    not_run = {str(block): block.first_line for block in blocks if _NOT_RUN.fullmatch(block.first_line)}
+    print(f"{document} blocks type-checked but not run: {not_run}")
 
 
-def test_blocks_pass_mypy_strict(workspace: Path) -> None:
+@pytest.mark.parametrize("document", CHECKED_DOCUMENTS)
+def test_blocks_pass_mypy_strict(document: str, workspaces: dict[str, Path]) -> None:
     completed = subprocess.run(  # noqa: S603 - this interpreter, fixed arguments
         [
             sys.executable, "-m", "mypy", "--strict", "--python-version", "3.10", "--config-file", "",
             "--cache-dir", str(PYTHON_DIR / ".mypy_cache" / "readme_blocks"), "--no-error-summary",
-            *_checked_files(),
+            *_checked_files(document),
         ],
-        cwd=workspace, capture_output=True, text=True, check=False, timeout=600,
+        cwd=workspaces[document], capture_output=True, text=True, check=False, timeout=600,
     )  # fmt: skip
     errors = [line for line in completed.stdout.splitlines() if ": error:" in line]
     canary = [line for line in errors if line.startswith(_CANARY)]
     assert canary, f"mypy did not report the canary's error, so it checked nothing:\n{completed.stdout}"
-    assert errors == canary, _explain("mypy --strict", completed.stdout + completed.stderr)
+    assert errors == canary, _explain(document, "mypy --strict", completed.stdout + completed.stderr)
 
 
-def test_blocks_pass_pyright_strict(workspace: Path) -> None:
+@pytest.mark.parametrize("document", CHECKED_DOCUMENTS)
+def test_blocks_pass_pyright_strict(document: str, workspaces: dict[str, Path]) -> None:
+    workspace = workspaces[document]
     config = {"typeCheckingMode": "strict", "pythonVersion": "3.10", "include": ["."]}
     (workspace / "pyrightconfig.json").write_text(json.dumps(config), encoding="utf-8")
     completed = subprocess.run(  # noqa: S603 - this interpreter, fixed arguments
@@ -150,12 +177,12 @@ def test_blocks_pass_pyright_strict(workspace: Path) -> None:
     ]
     canary = [error for error in errors if error.startswith(_CANARY)]
     assert canary, f"pyright did not report the canary's error, so it checked nothing:\n{completed.stdout}"
-    assert errors == canary, _explain("pyright (strict)", "\n".join(errors))
+    assert errors == canary, _explain(document, "pyright (strict)", "\n".join(errors))
 
 
-def _explain(checker: str, output: str) -> str:
-    where = ", ".join(f"{block.module_path} = {block}" for block in BLOCKS)
-    return f"a README block fails {checker} ({_CANARY}'s one error is expected; {where}):\n{output}"
+def _explain(document: str, checker: str, output: str) -> str:
+    where = ", ".join(f"{block.module_path} = {block}" for block in DOCUMENTS[document])
+    return f"a block of {document} fails {checker} ({_CANARY}'s one error is expected; {where}):\n{output}"
 
 
 class _SharedEngineClient:
@@ -185,14 +212,15 @@ def engines_by_connection_string(monkeypatch: pytest.MonkeyPatch) -> dict[str, I
     return engines
 
 
-@pytest.mark.parametrize("block", [block for block in BLOCKS if block.runs], ids=str)
+@pytest.mark.parametrize("block", RUNNING_BLOCKS, ids=str)
 def test_block_runs_on_the_in_process_engine(
     block: Block,
-    workspace: Path,
+    workspaces: dict[str, Path],
     engines_by_connection_string: dict[str, InMemoryMongoClient],
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
+    workspace = workspaces[block.document]
     monkeypatch.syspath_prepend(str(workspace))
     modules_before = set(sys.modules)
     try:

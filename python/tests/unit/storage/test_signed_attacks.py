@@ -209,9 +209,10 @@ async def test_sign_run_reports_an_unsignable_envelope_as_a_package_error(
 
 @pytest.mark.xfail(
     strict=True,
-    reason="a documented residual of the transition (specs/codec.md, README): while accept_unsigned_before "
-    "is set, a writer can replace any checkpoint with an unsigned one back-dated before it, which loads "
-    "under the unsigned model; keep the transition short and drop the option after sign-run",
+    reason="a documented residual of the transition (specs/codec.md, docs/security.md): while "
+    "accept_unsigned_before is set, a writer can replace any checkpoint with an unsigned one back-dated "
+    "before it, which loads under the unsigned model; keep the transition short and drop the option after "
+    "sign-run",
 )
 async def test_the_transition_does_not_let_a_signed_checkpoint_be_replaced_unsigned(
     client: Any, collection: InMemoryCollection
