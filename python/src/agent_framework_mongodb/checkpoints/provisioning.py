@@ -15,6 +15,8 @@ indexes again one at a time, only then.
 
 from __future__ import annotations
 
+import logging
+import weakref
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -26,6 +28,7 @@ from ..errors import (
     DRIVER_ERRORS,
     MongoDBIndexMismatchError,
     MongoDBIndexMissingError,
+    MongoDBIntegrationError,
     translate_driver_error,
     translated_driver_errors,
 )
@@ -39,8 +42,18 @@ __all__ = [
     "check_indexes",
     "create_indexes",
     "ensure_checkpoint_indexes",
+    "report_missing_unique_indexes",
     "validate_checkpoint_indexes",
 ]
+
+_LOGGER: Final = logging.getLogger("agent_framework_mongodb")
+
+_looked_at: weakref.WeakSet[object] = weakref.WeakSet()
+"""Collections whose indexes this process has listed or provisioned. pymongo's collections compare
+equal by client and namespace, so every handle on one collection counts as one; a collection that
+cannot be weakly referenced is looked at on every storage's first save."""
+
+_UNIQUE_INDEXES: Final = tuple(spec for spec in CHECKPOINT_INDEXES if spec.unique)
 
 _CONFLICT_CODES: Final = frozenset({85, 86})
 """IndexOptionsConflict (an index of the same signature exists, under this name with other options
@@ -108,13 +121,15 @@ async def create_indexes(collection: CheckpointCollection) -> tuple[str, ...]:
         _require_same_if_present(spec, listed)
     count_round_trip()
     try:
-        return tuple(await collection.create_indexes([spec.model() for spec in CHECKPOINT_INDEXES]))
+        names = tuple(await collection.create_indexes([spec.model() for spec in CHECKPOINT_INDEXES]))
     except OperationFailure as error:
         if error.code not in _CONFLICT_CODES:
             raise translate_driver_error(error, operation="provision", action="create indexes") from error
+        names = await _create_one_at_a_time(collection)
     except DRIVER_ERRORS as error:
         raise translate_driver_error(error, operation="provision", action="create indexes") from error
-    return await _create_one_at_a_time(collection)
+    _remember(collection)
+    return names
 
 
 async def check_indexes(collection: CheckpointCollection) -> None:
@@ -127,6 +142,57 @@ async def check_indexes(collection: CheckpointCollection) -> None:
                 f"Index {spec.name!r} is missing; run ensure_indexes() at deploy time."
             )
         _require_same_if_present(spec, listed)
+    _remember(collection)
+
+
+async def report_missing_unique_indexes(collection: CheckpointCollection) -> None:
+    """Log at ERROR, once per collection and process, when the unique indexes a save relies on
+    are missing or differ: one ``listIndexes`` round trip, on a storage's first save.
+
+    Without them nothing refuses a second checkpoint of the same id or sequence, so an identical
+    retry is stored twice and racing writers can share a sequence; the saves themselves still
+    succeed. Refusing them instead would lose every checkpoint of such a deployment (Agent
+    Framework logs a failed save and carries on), so the storage says what is wrong and how to fix
+    it, and saves. A listing that fails is not reported (the save meets the same failure) and is
+    tried again on the next save. Provisioning or validating the indexes counts as having looked.
+    """
+    if _seen(collection):
+        return
+    try:
+        listed = await _listed_indexes(collection)
+    except MongoDBIntegrationError:
+        return
+    _remember(collection)
+    problems = [problem for spec in _UNIQUE_INDEXES if (problem := _unique_index_problem(spec, listed))]
+    if problems:
+        _LOGGER.error(
+            "checkpoint_storage save: the checkpoint collection lacks the unique indexes that keep saves "
+            "idempotent and ordered: %s; saves go on without them. Run ensure_indexes() (or "
+            "`agent-framework-mongodb indexes ensure`) at deploy time.",
+            "; ".join(problems),
+        )
+
+
+def _unique_index_problem(spec: IndexSpec, listed: Mapping[str, Mapping[str, Any]]) -> str | None:
+    index = listed.get(spec.name)
+    if index is None:
+        return f"{spec.name} (missing)"
+    differences = index_differences(spec, index)
+    return f"{spec.name} (differs: {', '.join(differences)})" if differences else None
+
+
+def _seen(collection: object) -> bool:
+    try:
+        return collection in _looked_at
+    except TypeError:
+        return False
+
+
+def _remember(collection: object) -> None:
+    try:
+        _looked_at.add(collection)
+    except TypeError:
+        return  # not weakly referable: looked at again by the next storage
 
 
 async def _create_one_at_a_time(collection: CheckpointCollection) -> tuple[str, ...]:

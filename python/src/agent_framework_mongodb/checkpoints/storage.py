@@ -72,7 +72,7 @@ from .indexes import CHECKPOINT_INDEXES, SIMPLE_COLLATION
 from .ledger import LedgerCheck, read_ledger, read_with_ledger, record_deletion
 from .options import MongoDBCheckpointStorageOptions, validate_identifier
 from .paging import PagePosition, decode_cursor, encode_cursor, resolve_limit
-from .provisioning import build_timeout, check_indexes, create_indexes
+from .provisioning import build_timeout, check_indexes, create_indexes, report_missing_unique_indexes
 from .queries import (
     ASCENDING_SEQUENCE,
     CHECKPOINT_SUMMARY_PROJECTION,
@@ -292,6 +292,7 @@ class MongoDBCheckpointStorage(CheckpointStorage):
         with escalated_save_failures(self._options.strict_saves), self._operation("save") as record:
             prepared = self._prepare(checkpoint)
             activity = RunActivity(prepared.checkpoint_id, bool(checkpoint.pending_request_info_events))
+            await report_missing_unique_indexes(self._collection)  # once per collection and process
             await self._write_chunks(prepared)
             saved = await self._insert(prepared, activity)
             await self._keep_last(saved)

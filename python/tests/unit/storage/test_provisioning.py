@@ -21,7 +21,7 @@ from agent_framework_mongodb import (
 from agent_framework_mongodb.checkpoints.scope import CHECKPOINT_KIND
 from agent_framework_mongodb.testing import InMemoryCollection, InMemoryMongoClient
 
-from ._support import INDEX_NAMES, ProxyCollection, make_storage
+from ._support import INDEX_NAMES, ProxyCollection, make_checkpoint, make_storage
 
 LINEAGE_KEYS = [
     ("scope_discriminator", 1),
@@ -185,3 +185,54 @@ async def test_ensure_indexes_on_a_populated_collection_outlasts_the_save_deadli
     await storage.ensure_indexes()
     assert set(INDEX_NAMES) <= await listed_names(collection)
     await storage.validate_indexes()
+
+
+async def test_a_first_save_into_an_unindexed_collection_says_so_once(
+    collection: InMemoryCollection, caplog: pytest.LogCaptureFixture
+) -> None:
+    proxy = ProxyCollection(collection)
+    storage = make_storage(proxy)
+    caplog.set_level(logging.DEBUG, logger="agent_framework_mongodb")
+
+    await storage.save(make_checkpoint("cp-1"))
+    await storage.save(make_checkpoint("cp-2"))
+    await storage.for_session("another-run").save(make_checkpoint("cp-3"))
+
+    reports = [record for record in caplog.records if "lacks the unique indexes" in record.getMessage()]
+    assert len(reports) == 1, "once per collection and process, whatever the run"
+    assert reports[0].levelno == logging.ERROR
+    assert "ensure_indexes()" in reports[0].getMessage()
+    for name in ("checkpoint_scope_sequence",):
+        assert name in reports[0].getMessage()
+    assert len(proxy.named("list_indexes")) == 1
+    assert await storage.load("cp-2") is not None, "the saves themselves went on"
+
+
+async def test_a_provisioned_collection_costs_a_save_nothing(
+    collection: InMemoryCollection, caplog: pytest.LogCaptureFixture
+) -> None:
+    proxy = ProxyCollection(collection)
+    await make_storage(proxy).ensure_indexes()
+    proxy.reset()
+    caplog.set_level(logging.DEBUG, logger="agent_framework_mongodb")
+
+    await make_storage(proxy).save(make_checkpoint("cp-1"))
+
+    assert proxy.named("list_indexes") == []
+    assert not [record for record in caplog.records if record.levelno >= logging.ERROR]
+
+
+async def test_an_index_that_lost_its_uniqueness_is_reported(
+    collection: InMemoryCollection, caplog: pytest.LogCaptureFixture
+) -> None:
+    await collection.create_index(
+        [("scope_discriminator", 1), ("workflow_name", 1), ("session_id", 1), ("sequence", 1)],
+        name="checkpoint_scope_sequence",
+        partialFilterExpression={"_kind": CHECKPOINT_KIND},
+    )
+    caplog.set_level(logging.ERROR, logger="agent_framework_mongodb")
+
+    await make_storage(ProxyCollection(collection)).save(make_checkpoint("cp-1"))
+
+    (report,) = [record for record in caplog.records if "lacks the unique indexes" in record.getMessage()]
+    assert "checkpoint_scope_sequence (differs: unique" in report.getMessage()
