@@ -20,6 +20,7 @@ from ._connection import (
     require_engine_extra,
     resolve_deadlines,
 )
+from ._doctor import doctor
 from ._indexes import indexes
 from ._prune import prune
 from ._runs import runs
@@ -103,3 +104,4 @@ cli.add_command(show)
 cli.add_command(clear)
 cli.add_command(prune)
 cli.add_command(sign_run_command)
+cli.add_command(doctor)
