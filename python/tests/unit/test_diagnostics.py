@@ -33,8 +33,9 @@ from agent_framework_mongodb.testing import InMemoryMongoClient
 
 OURS_INIT = b"# agent-framework-mongodb-checkpoints's __init__\n"
 THEIRS_INIT = b"# Microsoft's __init__\n"
-OUR_FILES = {"agent_framework_mongodb/checkpoints/__init__.py": b"# checkpoints\n"}
-THEIR_FILES = {"agent_framework_mongodb/_store.py": b"# vector store\n"}
+SHARED_MARKER = "agent_framework_mongodb/py.typed"
+OUR_FILES = {"agent_framework_mongodb/checkpoints/__init__.py": b"# checkpoints\n", SHARED_MARKER: b""}
+THEIR_FILES = {"agent_framework_mongodb/_store.py": b"# vector store\n", SHARED_MARKER: b""}
 
 
 def record_hash(data: bytes) -> str:
@@ -103,7 +104,9 @@ def test_microsofts_installed_last_is_a_warning_with_the_import_that_fails(tmp_p
 def test_an_uninstall_that_deleted_the_shared_init_fails(tmp_path: Path) -> None:
     ours(tmp_path)
     theirs(tmp_path)
-    (tmp_path / SHARED_INIT).unlink()  # what `pip uninstall agent-framework-mongodb` leaves
+    # What `pip uninstall agent-framework-mongodb` leaves: both shared files are gone.
+    (tmp_path / SHARED_INIT).unlink()
+    (tmp_path / SHARED_MARKER).unlink()
     check = check_installation(path=[str(tmp_path)])
     assert check.status is Status.FAIL, check
     assert "is missing" in check.summary

@@ -284,6 +284,8 @@ def test_show_needs_allow_type_for_an_application_class(tmp_path: Path) -> None:
 
     assert refused.exit_code == 1
     assert ORDER in refused.stderr
+    assert "[mapping]" in refused.stderr
+    assert "Here: --allow-type MODULE:QUALNAME" in refused.stderr
     assert allowed.exit_code == 0, allowed.output
     assert "order" in json.loads(allowed.stdout)["state_keys"]
 

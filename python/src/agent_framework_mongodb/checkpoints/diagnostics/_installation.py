@@ -50,6 +50,8 @@ def check_installation(*, path: Sequence[str] | None = None) -> Check:
         )
     if _editable(ours):
         return _editable_check(ours, theirs, details)
+    if not Path(str(ours.locate_file(SHARED_INIT))).is_file():
+        return _ownership_check(ours, theirs, details)  # says what the deleted __init__.py breaks
     missing = _missing_files(ours)
     if missing:
         details["missing_files"] = missing
@@ -178,7 +180,8 @@ def _editable(distribution: metadata.Distribution) -> bool:
 
 def _missing_files(distribution: metadata.Distribution) -> list[str]:
     """This distribution's package files its RECORD lists that are not on disk (the shared
-    ``__init__.py`` is judged separately; compiled files come and go)."""
+    ``__init__.py`` is judged separately; compiled files come and go; the shared, empty
+    ``py.typed`` goes with the ``__init__.py`` in an uninstall)."""
     missing: list[str] = []
     for file in distribution.files or ():
         name = file.as_posix()
