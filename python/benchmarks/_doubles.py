@@ -203,11 +203,19 @@ class InstantCollection:
         return len(self._ids)
 
     @property
+    def name(self) -> str:
+        return "workflow_checkpoints"
+
+    @property
     def write_concern(self) -> WriteConcern:
         return WriteConcern()
 
     def with_options(self, **_options: Any) -> InstantCollection:
         return self
+
+    async def aggregate(self, pipeline: Any, **_options: Any) -> Any:
+        """Run pages (``list_runs``) are not part of the benchmark's workload."""
+        raise NotImplementedError("InstantCollection answers the benchmark's operations only")
 
     # -- the client's side: what the storage calls -------------------------------------------------
     async def _request(self, *parts: Any) -> None:
@@ -420,6 +428,10 @@ class CountingCollection:
         """The round trips since the last call, and start counting afresh."""
         trips, self.trips = self.trips, []
         return trips
+
+    @property
+    def name(self) -> str:
+        return str(self.inner.name)
 
     @property
     def database(self) -> Any:

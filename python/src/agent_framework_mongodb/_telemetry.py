@@ -26,7 +26,7 @@ from typing import Final
 from opentelemetry import metrics, trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
-from .errors import MongoDBIntegrationError
+from .errors import MongoDBIntegrationError, MongoDBMappingError
 
 __all__ = [
     "INSTRUMENTATION_SCOPE",
@@ -139,6 +139,7 @@ def completion_log(operation: str) -> Generator[OperationRecord, None, None]:
     started = time.perf_counter()
     outcome = "cancelled"
     category: str | None = None
+    classes: tuple[str, ...] = ()
     # Exceptions are not recorded on the span: their messages are not data-free by contract.
     with _tracer.start_as_current_span(
         f"{_FEATURE} {operation}",
@@ -151,6 +152,8 @@ def completion_log(operation: str) -> Generator[OperationRecord, None, None]:
             outcome = "success"
         except MongoDBIntegrationError as error:
             outcome, category = "error", error.category
+            if isinstance(error, MongoDBMappingError):
+                classes = error.class_names
             raise
         except Exception:
             outcome, category = "error", "unexpected"
@@ -170,6 +173,7 @@ def completion_log(operation: str) -> Generator[OperationRecord, None, None]:
                     count=record.result_count,
                     seconds=seconds,
                     category=category,
+                    classes=classes,
                 )
 
 
@@ -207,19 +211,30 @@ def _level(operation: str, outcome: str, category: str | None) -> int:
 
 
 def _emit(
-    level: int, operation: str, *, outcome: str, count: int, seconds: float, category: str | None
+    level: int,
+    operation: str,
+    *,
+    outcome: str,
+    count: int,
+    seconds: float,
+    category: str | None,
+    classes: tuple[str, ...] = (),
 ) -> None:
     duration_ms = round(seconds * 1000, 3)
     count = min(max(count, 0), MAX_LOGGED_COUNT)
+    # Class names are code, not run data (the one thing a record names beyond its numbers): a
+    # refused save's record says which class to list.
+    named = tuple(name[:_LONGEST_CLASS_NAME] for name in classes[:_MOST_CLASSES])
     _logger.log(
         level,
-        "%s %s %s count=%d duration_ms=%.3f category=%s",
+        "%s %s %s count=%d duration_ms=%.3f category=%s%s",
         _FEATURE,
         operation,
         outcome,
         count,
         duration_ms,
         category or "none",
+        f" classes={','.join(named)}" if named else "",
         extra={
             "feature": _FEATURE,
             "operation": operation,
@@ -227,8 +242,13 @@ def _emit(
             "result_count": count,
             "duration_ms": duration_ms,
             "error_category": category,
+            "class_names": named,
         },
     )
+
+
+_MOST_CLASSES: Final = 20
+_LONGEST_CLASS_NAME: Final = 300
 
 
 def log_prune_failure(category: str) -> None:

@@ -93,9 +93,23 @@ class MongoDBConfigurationError(MongoDBIntegrationError, ValueError):
 
 
 class MongoDBMappingError(MongoDBIntegrationError):
-    """A checkpoint cannot be mapped to or from its stored document."""
+    """A checkpoint cannot be mapped to or from its stored document.
+
+    Attributes:
+        class_names: The ``"module:qualname"`` names of the classes that caused the refusal (not
+            listed, or not available in this process), when classes did; empty otherwise. Class
+            names are code, not data: the storage's log records name them.
+    """
 
     category: ClassVar[str] = "mapping"
+    class_names: tuple[str, ...] = ()
+
+    def __init__(
+        self, message: str, *, retryable: bool | None = None, class_names: tuple[str, ...] = ()
+    ) -> None:
+        super().__init__(message, retryable=retryable)
+        if class_names:
+            self.class_names = class_names
 
 
 class MongoDBSerializationError(MongoDBMappingError):

@@ -41,12 +41,17 @@ class IntegrationCollection(Protocol):
     """
 
     @property
+    def name(self) -> str: ...
+
+    @property
     def database(self) -> Any: ...
 
     @property
     def write_concern(self) -> Any: ...
 
     def with_options(self, *args: Any, **kwargs: Any) -> IntegrationCollection: ...
+
+    async def aggregate(self, pipeline: Any, *args: Any, **kwargs: Any) -> Any: ...
 
     async def find_one(self, filter: Any = None, *args: Any, **kwargs: Any) -> dict[str, Any] | None: ...
 
@@ -309,6 +314,7 @@ def counter_allocation_command(
                 floor=None,
                 increment=1,
                 grace_ms=COUNTER_RECHECK_GRACE_MS,
+                counts_save=True,
             )
         ),
         "fields": dict(sequences._COUNTER_PROJECTION),

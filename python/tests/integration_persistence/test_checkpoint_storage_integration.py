@@ -51,7 +51,9 @@ from agent_framework_mongodb.checkpoints.queries import (
     page_filter,
     run_filter,
     run_listing_filter,
+    run_page_pipeline,
 )
+from agent_framework_mongodb.checkpoints.results import RUN_COUNT_LIMIT
 from agent_framework_mongodb.checkpoints.scope import RunListing, RunScope
 
 from ._support import (
@@ -589,6 +591,63 @@ async def test_plan_run_pages_walk_the_run_activity_index_backwards_without_a_so
         assert explain["executionStats"]["nReturned"] == 1
         if position is None and workflow_name is None:
             assert docs_examined(explain) == 1
+
+
+def _explained(node: object) -> tuple[list[str], set[str]]:
+    """Every stage name and every index name anywhere in an explain (classic or slot-based, a
+    ``$cursor`` stage's plan and a ``$lookup``'s ``indexesUsed`` alike)."""
+    stages: list[str] = []
+    indexes: set[str] = set()
+    if isinstance(node, Mapping):
+        for key, value in node.items():
+            if key == "stage" and isinstance(value, str):
+                stages.append(value)
+            elif key == "indexName" and isinstance(value, str):
+                indexes.add(value)
+            elif key == "indexesUsed" and isinstance(value, list):
+                indexes.update(str(name) for name in value)
+            else:
+                found_stages, found_indexes = _explained(value)
+                stages += found_stages
+                indexes |= found_indexes
+    elif isinstance(node, list):
+        for item in node:
+            found_stages, found_indexes = _explained(item)
+            stages += found_stages
+            indexes |= found_indexes
+    return stages, indexes
+
+
+async def test_plan_a_run_page_counts_each_run_through_the_scoped_sequence_index(seeded: Seeded) -> None:
+    # ADR 0025: one aggregate; its leading find walks checkpoint_run_activity, and each $lookup's count
+    # is a prefix of checkpoint_scope_sequence, never a collection scan or an in-memory sort.
+    pipeline = run_page_pipeline(
+        RunListing.of(seeded.scope, None),
+        None,
+        limit=10,
+        collection_name=seeded.target.collection_name,
+        count_limit=RUN_COUNT_LIMIT,
+    )
+    command = {"aggregate": seeded.target.collection_name, "pipeline": pipeline, "cursor": {}}
+    explain = await seeded.target.explain({**command, "collation": dict(SIMPLE_COLLATION)})
+    stages, indexes = _explained(explain)
+    assert "COLLSCAN" not in stages, stages
+    assert "SORT" not in stages, stages
+    assert {RUN_ACTIVITY_INDEX.name, SEQUENCE_INDEX.name} <= indexes, (stages, indexes)
+
+
+async def test_run_summaries_count_what_each_run_retains(target: MongoTarget) -> None:
+    # On the engine by default, on a server with MONGODB_URI: the count is the server's $lookup.
+    storage = target.storage()
+    await storage.ensure_indexes()
+    ids = await save_chain(storage, 5)
+    await save_chain(target.storage(session_id="run-2"), 2)
+    assert await storage.delete(ids[0])
+    runs = {run.session_id: run for run in (await storage.list_runs()).runs}
+    assert {session: (run.checkpoint_count, run.saves) for session, run in runs.items()} == {
+        storage.options.session_id: (4, 5),
+        "run-2": (2, 2),
+    }
 
 
 @pytest.mark.parametrize("ttl", [None, timedelta(hours=1)], ids=["permanent", "expiring"])

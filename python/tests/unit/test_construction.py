@@ -451,3 +451,32 @@ async def test_connect_rejects_invalid_wait_timeout(wait_timeout: object) -> Non
             options=OPTIONS,
             wait_timeout=wait_timeout,  # type: ignore[arg-type]
         )
+
+
+@pytest.mark.parametrize(
+    ("uri", "reason"),
+    [
+        ("http://localhost", "Invalid URI scheme"),
+        ("mongodb://localhost:99999", "Port must be an integer"),
+        ("mongodb+srv://cluster.example.net:27017/", "must not include a port number"),
+    ],
+)
+def test_an_invalid_connection_string_says_pymongos_reason(uri: str, reason: str) -> None:
+    with pytest.raises(MongoDBConfigurationError, match=reason):
+        MongoDBCheckpointStorage(connection_string=uri, options=OPTIONS)
+
+
+@pytest.mark.parametrize(
+    "uri",
+    [
+        "mongodb://app-user:hunter2-secret@db.internal:99999/",
+        "mongodb+srv://app-user:p%40ss-word@db.internal:27017/",
+        "mongodb://ab:cd@db.internal:99999/",  # too short to redact: the reason is withheld
+    ],
+)
+def test_the_reason_never_shows_credentials_or_hosts(uri: str) -> None:
+    with pytest.raises(MongoDBConfigurationError) as raised:
+        MongoDBCheckpointStorage(connection_string=uri, options=OPTIONS)
+    message = str(raised.value)
+    for secret in ("app-user", "hunter2-secret", "p%40ss-word", "p@ss-word", "db.internal", "ab:cd"):
+        assert secret not in message

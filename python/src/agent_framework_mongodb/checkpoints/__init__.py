@@ -29,9 +29,18 @@ from ..errors import (
     MongoDBTransientPersistenceError,
     MongoDBTransientRetrievalError,
 )
+from .catalog import MongoDBCheckpointCatalog
 from .options import MongoDBCheckpointStorageOptions
 from .provisioning import ensure_checkpoint_indexes, validate_checkpoint_indexes
+from .pruning import (
+    MongoDBClearedRun,
+    MongoDBPrunePlan,
+    MongoDBPruneResult,
+    MongoDBSkippedRun,
+    MongoDBSkipReason,
+)
 from .results import (
+    RUN_COUNT_LIMIT,
     MongoDBCheckpointClearResult,
     MongoDBCheckpointPage,
     MongoDBCheckpointSummary,
@@ -43,8 +52,10 @@ from .storage import MongoDBCheckpointStorage
 from .strict import MongoDBStrictSaveFailure
 
 __all__ = [
+    "RUN_COUNT_LIMIT",
     "MongoDBAuthorizationError",
     "MongoDBCapabilityError",
+    "MongoDBCheckpointCatalog",
     "MongoDBCheckpointClearResult",
     "MongoDBCheckpointNotFoundError",
     "MongoDBCheckpointPage",
@@ -52,6 +63,7 @@ __all__ = [
     "MongoDBCheckpointStorageOptions",
     "MongoDBCheckpointSummary",
     "MongoDBCheckpointSummaryPage",
+    "MongoDBClearedRun",
     "MongoDBConcurrencyError",
     "MongoDBConfigurationError",
     "MongoDBIndexError",
@@ -61,10 +73,14 @@ __all__ = [
     "MongoDBIntegrityError",
     "MongoDBMappingError",
     "MongoDBPersistenceError",
+    "MongoDBPrunePlan",
+    "MongoDBPruneResult",
     "MongoDBRetrievalError",
     "MongoDBRunPage",
     "MongoDBRunSummary",
     "MongoDBSerializationError",
+    "MongoDBSkipReason",
+    "MongoDBSkippedRun",
     "MongoDBStrictSaveFailure",
     "MongoDBTimeoutError",
     "MongoDBTransientPersistenceError",

@@ -12,6 +12,8 @@ import asyncio
 import dataclasses
 import os
 import random
+import re
+import urllib.parse
 from collections.abc import Mapping
 from typing import Any, TypeGuard, cast
 
@@ -130,13 +132,11 @@ def create_owned_client(
         client: AsyncMongoClient[Document] = AsyncMongoClient(
             connection_string, driver=DriverInfo(name="agent-framework-mongodb"), **extra
         )
-    except PyMongoError as error:
-        raise translate_driver_error(error, operation="read", action="parse the connection string") from error
-    except (ValueError, TypeError) as error:
-        # pymongo reports some malformed URIs (a port out of range) as plain ValueError. The
-        # message is not repeated: a connection string can carry credentials.
+    except (PyMongoError, ValueError, TypeError) as error:
+        # pymongo reports some malformed URIs (a port out of range) as plain ValueError.
         raise MongoDBConfigurationError(
-            f"The connection string is not a valid MongoDB URI ({type(error).__name__})."
+            f"The connection string is not a valid MongoDB URI: {_redacted_reason(error, connection_string)} "
+            f"({type(error).__name__})."
         ) from error
     return client
 
@@ -162,6 +162,28 @@ def uri_options(connection_string: str) -> Mapping[str, Any]:
     except (PyMongoError, ValueError, TypeError):
         return {}
     return {str(name).lower(): value for name, value in parsed.items()}
+
+
+_AUTHORITY = re.compile(r"^[A-Za-z0-9+.-]*://([^/?#]*)")
+_SHORTEST_REDACTED = 3
+
+
+def _redacted_reason(error: Exception, connection_string: str) -> str:
+    """pymongo's reason, with every piece of the URI's credentials and hosts taken out of it: a
+    connection string can carry a password, and errors and logs never show one (or a host)."""
+    reason = str(error).strip() or "no reason given"
+    authority = _AUTHORITY.match(connection_string)
+    if authority is None:
+        return reason
+    userinfo, _, _ = authority.group(1).rpartition("@")
+    if any(0 < len(piece) < _SHORTEST_REDACTED for piece in re.split(r"[:@]", userinfo)):
+        return "the reason is withheld, as it could show the credentials"  # too short to find safely
+    pieces = {authority.group(1), *re.split(r"[:@,]", authority.group(1))}
+    for piece in sorted(pieces, key=len, reverse=True):
+        if len(piece) >= _SHORTEST_REDACTED:
+            for spelling in (piece, urllib.parse.unquote_plus(piece)):
+                reason = reason.replace(spelling, "<redacted>")
+    return reason
 
 
 async def wait_for_server(database: CheckpointDatabase, *, timeout: float) -> None:

@@ -261,10 +261,10 @@ def stored_payload(
             (without keys) the document holds another checkpoint than asked for or than its
             ``_id`` names.
     """
-    if policy.signer is not None:
-        # With keys the signature comes first: it binds the version gates too, so a forged gate is
-        # tampering, never advice to upgrade (or to fall back to the release that wrote it).
-        verified_epoch(document, scope, policy, checkpoint_id=checkpoint_id)
+    # With keys the signature comes first: it binds the version gates too, so a forged gate is
+    # tampering, never advice to upgrade (or to fall back to the release that wrote it).
+    signed_first = policy.signer is not None
+    epoch = verified_epoch(document, scope, policy, checkpoint_id=checkpoint_id) if signed_first else None
     if document.get("payload_format") == FIRST_PAYLOAD_FORMAT:
         raise MongoDBMappingError(
             f"A stored checkpoint was written in the first payload format ({FIRST_PAYLOAD_FORMAT!r}), "
@@ -284,7 +284,8 @@ def stored_payload(
         raise MongoDBMappingError(
             "A stored checkpoint document lacks its checkpoint_id, payload or payload_checksum."
         )
-    epoch = verified_epoch(document, scope, policy, checkpoint_id=checkpoint_id)  # cheap: a few hundred bytes
+    if not signed_first:
+        verified_epoch(document, scope, policy, checkpoint_id=checkpoint_id)  # the place, after the gates
     chunked = document["payload_format"] == CHUNKED_PAYLOAD_FORMAT
     return StoredPayload(
         checkpoint_id=stored_id,

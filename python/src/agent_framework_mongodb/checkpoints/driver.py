@@ -100,6 +100,9 @@ class CheckpointCollection(Protocol):
     """The collection operations the storage issues, exactly as it issues them."""
 
     @property
+    def name(self) -> str: ...
+
+    @property
     def database(self) -> CheckpointDatabase: ...
 
     @property
@@ -120,6 +123,10 @@ class CheckpointCollection(Protocol):
 
     def find(
         self, filter: Filter, projection: Projection, /, *, sort: Sort, limit: int, collation: Collation
+    ) -> CheckpointCursor: ...
+
+    async def aggregate(
+        self, pipeline: Sequence[Mapping[str, Any]], /, *, collation: Collation
     ) -> CheckpointCursor: ...
 
     async def find_one_and_update(

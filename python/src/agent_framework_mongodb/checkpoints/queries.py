@@ -23,10 +23,12 @@ __all__ = [
     "CHUNK_DATA_FIELD",
     "CHUNK_PROJECTION",
     "CHUNK_TOUCHED_FIELD",
+    "COUNTED_FIELD",
     "DESCENDING_SEQUENCE",
     "IDEMPOTENCY_PROJECTION",
     "ID_PROJECTION",
     "PAYLOAD_PROJECTION",
+    "RETAINED_FIELD",
     "RUN_ACTIVITY_SORT",
     "RUN_SUMMARY_PROJECTION",
     "SEQUENCE_PROJECTION",
@@ -41,6 +43,7 @@ __all__ = [
     "run_chunks_filter",
     "run_filter",
     "run_listing_filter",
+    "run_page_pipeline",
     "stale_chunks_filter",
     "with_counter",
 ]
@@ -74,6 +77,11 @@ CHECKPOINT_SUMMARY_PROJECTION: Final[Mapping[str, int]] = {
 RUN_ACTIVITY_SORT: Final = [("allocated_at", -1), ("_id", -1)]
 """Newest activity first; the counter ``_id`` breaks ties, so the order is total."""
 
+RETAINED_FIELD: Final = "retained"
+"""What a run page's ``$lookup`` adds to each counter: ``[]`` for a run without checkpoints, else
+``[{"checkpoints": n}]``, n at most ``RUN_COUNT_LIMIT + 1`` (``$count`` emits nothing for none)."""
+COUNTED_FIELD: Final = "checkpoints"
+
 RUN_SUMMARY_PROJECTION: Final[Mapping[str, int]] = {
     "_id": 1,
     "workflow_name": 1,
@@ -83,8 +91,9 @@ RUN_SUMMARY_PROJECTION: Final[Mapping[str, int]] = {
     "allocations": 1,
     "allocated_at": 1,
     "waiting_for_input": 1,
+    RETAINED_FIELD: 1,
 }
-"""``list_runs`` reads counter documents only; no checkpoint payload is ever fetched."""
+"""A run page returns counter fields and the count its lookup added; no checkpoint is returned."""
 
 CHUNK_DATA_FIELD: Final = "data"
 CHUNK_TOUCHED_FIELD: Final = "touched_at"
@@ -175,6 +184,48 @@ def run_listing_filter(listing: RunListing, after: RunPosition | None) -> dict[s
         query["allocated_at"] = {"$lte": after.allocated_at}
         query["$nor"] = [{"allocated_at": after.allocated_at, "_id": {"$gte": after.counter_id}}]
     return query
+
+
+def run_page_pipeline(
+    listing: RunListing,
+    after: RunPosition | None,
+    *,
+    limit: int,
+    collection_name: str,
+    count_limit: int,
+    idle: Mapping[str, Any] | None = None,
+) -> list[dict[str, Any]]:
+    """One page of runs with each run's retained checkpoints counted, as one ``aggregate``.
+
+    The leading ``$match``, ``$sort`` and ``$limit`` are the run listing's find (one backward walk
+    of ``checkpoint_run_activity``). The ``$lookup`` then counts, for each of the page's counters,
+    the checkpoints with its ``scope_discriminator`` (a digest of all four scope fields) and the
+    listing's kind, tenant and application by equality: a prefix of ``checkpoint_scope_sequence``,
+    whose partial filter the kind satisfies. ``$limit`` stops each count one past ``count_limit``,
+    so a page reads at most ``limit * (count_limit + 1)`` index entries however long its runs are.
+    Nothing reads a payload: ``$count`` keeps no field of what it counts. ``idle`` (an ``$expr`` on
+    ``allocated_at``) keeps only idle runs, a residual filter on the same walk.
+    """
+    counted: dict[str, Any] = {
+        "_kind": CHECKPOINT_KIND,
+        "tenant_id": listing.tenant_id,
+        "application_id": listing.application_id,
+    }
+    return [
+        {"$match": {**run_listing_filter(listing, after), **(idle or {})}},
+        {"$sort": dict(RUN_ACTIVITY_SORT)},
+        {"$limit": limit},
+        {
+            "$lookup": {
+                "from": collection_name,
+                "localField": "scope_discriminator",
+                "foreignField": "scope_discriminator",
+                "pipeline": [{"$match": counted}, {"$limit": count_limit + 1}, {"$count": COUNTED_FIELD}],
+                "as": RETAINED_FIELD,
+            }
+        },
+        {"$project": dict(RUN_SUMMARY_PROJECTION)},
+    ]
 
 
 def chunk_filter(scope: RunScope, address: bytes) -> dict[str, Any]:

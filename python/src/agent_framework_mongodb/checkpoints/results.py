@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 from datetime import datetime
+from typing import Final
 
 from agent_framework import WorkflowCheckpoint
 
 __all__ = [
+    "RUN_COUNT_LIMIT",
     "MongoDBCheckpointClearResult",
     "MongoDBCheckpointPage",
     "MongoDBCheckpointSummary",
@@ -15,6 +17,10 @@ __all__ = [
     "MongoDBRunPage",
     "MongoDBRunSummary",
 ]
+
+RUN_COUNT_LIMIT: Final = 10_000
+"""The most checkpoints a run summary counts: a page of runs reads at most ``limit`` times one more
+than this many index entries, however long its runs are (``MongoDBRunSummary.checkpoint_count_capped``)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -91,27 +97,37 @@ class MongoDBCheckpointClearResult:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class MongoDBRunSummary:
-    """One run as ``list_runs`` reports it, read from the run's counter document alone.
+    """One run as ``list_runs`` reports it: its counter document, and a count of its checkpoints.
 
-    Every field describes the run's latest sequence *allocation*, which each save makes before
-    it inserts (specs/storage.md, "Run discovery").
+    The identity, the latest checkpoint, ``saves``, ``updated_at`` and ``waiting_for_input`` describe
+    the run's latest sequence *allocation*, which each save makes before it inserts; the count is
+    of the checkpoint documents the run holds as the same request read them (specs/storage.md,
+    "Run discovery").
 
     Attributes:
         workflow_name: The run's workflow.
-        session_id: The run's session; ``storage.for_session(session_id)`` (same workflow) or
+        session_id: The run's session; ``catalog.for_session(workflow_name, session_id)``,
+            ``storage.for_session(session_id)`` (same workflow) or
             ``storage.for_workflow(workflow_name, session_id)`` opens it.
         latest_checkpoint_id: The checkpoint the latest allocation was for. It is stored unless
             that save failed after allocating; an identical retry names the stored checkpoint.
             ``None`` for a counter no save has updated since summaries were introduced.
         latest_sequence: The latest allocated sequence: at least the greatest stored one, and
             that checkpoint's sequence unless the save failed or was an identical retry.
-        checkpoint_count: Sequence allocations since the counter was created (an upper bound on
-            the checkpoints saved since: failed saves, identical retries, recoveries, deletions
-            and expiries are not subtracted). Counts from the counter's sequence if it predates
-            the field.
+        checkpoint_count: The checkpoints the run retains: its checkpoint documents in the
+            collection when the listing read them, after ``keep_last`` prunes, ``delete`` and
+            whatever the TTL monitor has removed (an expired checkpoint counts until the monitor,
+            which runs every 60 seconds, removes it). Counted up to :data:`RUN_COUNT_LIMIT`; see
+            ``checkpoint_count_capped``.
         updated_at: The server's time of the latest allocation (UTC).
         waiting_for_input: Whether the latest allocation's checkpoint holds pending request-info
             events (``WorkflowCheckpoint.pending_request_info_events`` non-empty).
+        saves: The saves the run's counter has counted since it was created: one per ``save`` call
+            that allocated a number, identical retries and saves that failed after allocating
+            included, however often the save re-allocated. Counts from the counter's sequence if
+            the counter predates the count.
+        checkpoint_count_capped: The run holds more than :data:`RUN_COUNT_LIMIT` checkpoints, so
+            ``checkpoint_count`` is that limit, a lower bound.
     """
 
     workflow_name: str
@@ -121,6 +137,8 @@ class MongoDBRunSummary:
     checkpoint_count: int
     updated_at: datetime
     waiting_for_input: bool
+    saves: int
+    checkpoint_count_capped: bool = False
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -85,7 +85,13 @@ class RunListing:
     @classmethod
     def of(cls, scope: RunScope, workflow_name: str | None) -> RunListing:
         """The listing of ``scope``'s tenant and application, filtered to ``workflow_name``."""
-        fields = (scope.tenant_id, scope.application_id, workflow_name)
+        return cls.of_tenant(scope.tenant_id, scope.application_id, workflow_name)
+
+    @classmethod
+    def of_tenant(cls, tenant_id: str, application_id: str | None, workflow_name: str | None) -> RunListing:
+        """The listing of a tenant and application (validated identifiers), filtered to ``workflow_name``:
+        the same listing, and cursors, whichever run's storage or catalog asks."""
+        fields = (tenant_id, application_id, workflow_name)
         return cls(*fields, discriminator=_digest(_LISTING_TAG, *fields))
 
 

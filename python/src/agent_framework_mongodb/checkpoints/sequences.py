@@ -21,9 +21,12 @@ grace. Both dates are the server's, so no client clock decides anything. See
 docs/adr/0006-sequence-allocation.md for the reasoning and the races.
 
 The run's summary rides on it too (``list_runs``, specs/storage.md "Run discovery"): each
-allocation records the checkpoint id it allocated for, whether that checkpoint waits for input,
-and counts itself in ``allocations``, so the summary costs no extra round trip. It describes the
-latest *allocation*: a save that fails after allocating, or an identical retry, still moves it.
+allocation records the checkpoint id it allocated for and whether that checkpoint waits for input,
+and a save's first allocation counts the save in ``allocations`` (a recovery's re-allocation, or a
+save's next attempt after a collision, counts nothing more), so the summary costs no extra round
+trip. It describes the latest *allocation*: a save that fails after allocating, or an identical
+retry, still moves it and is counted. A retry that pymongo sends itself (a retryable write) is
+applied once by the server, so it is counted once.
 
 The run's epoch rides on it as well: the update that creates a counter draws 16 random bytes
 (``run_epoch``) that every later update keeps, and each allocation returns them with the number, so
@@ -110,10 +113,11 @@ async def allocate_sequence(
         expires_at: The saved checkpoint's expiry, or ``None`` for a permanent checkpoint.
         recheck_grace: How long a counter this call creates stays under re-check.
         recover: Check against the retained maximum even if the counter says it is checked;
-            the caller sets it after an insert collided on the sequence index.
+            the caller sets it after an insert collided on the sequence index. A save's first
+            attempt is the one without it, and only that attempt's first update counts the save.
     """
     counter_update = _CounterUpdate(collection, scope, activity, expires_at, recheck_grace)
-    counter = await counter_update.advance(floor=None, increment=1, upsert=True)
+    counter = await counter_update.advance(floor=None, increment=1, upsert=True, counts_save=not recover)
     allocation = _allocation_of(counter)
     if _is_trusted(counter) and not recover:
         return allocation
@@ -123,9 +127,9 @@ async def allocate_sequence(
         # the counter is in its grace, where no check may mark it. If the counter vanished
         # meanwhile this updates nothing, and the next save checks again.
         if not _in_grace(counter) and counter.get("sequence_checked") is not True:
-            await counter_update.advance(floor=retained, increment=0, upsert=False)
+            await counter_update.advance(floor=retained, increment=0, upsert=False, counts_save=False)
         return allocation
-    counter = await counter_update.advance(floor=retained, increment=1, upsert=True)
+    counter = await counter_update.advance(floor=retained, increment=1, upsert=True, counts_save=False)
     return _allocation_of(counter)
 
 
@@ -158,13 +162,16 @@ class _CounterUpdate:
         self._expires_at = expires_at
         self._grace_ms = int(recheck_grace / timedelta(milliseconds=1))
 
-    async def advance(self, *, floor: int | None, increment: int, upsert: bool) -> Mapping[str, Any]:
+    async def advance(
+        self, *, floor: int | None, increment: int, upsert: bool, counts_save: bool
+    ) -> Mapping[str, Any]:
         pipeline = _counter_pipeline(
             activity=self._activity,
             expires_at=self._expires_at,
             floor=floor,
             increment=increment,
             grace_ms=self._grace_ms,
+            counts_save=counts_save,
         )
         for attempt in range(1, _UPSERT_ATTEMPTS + 1):
             count_round_trip()
@@ -203,11 +210,13 @@ def _counter_pipeline(
     floor: int | None,
     increment: int,
     grace_ms: int,
+    counts_save: bool,
 ) -> Sequence[Mapping[str, Any]]:
     """One ``$set`` stage: every expression reads the counter as it was before this update.
 
     ``floor`` is a retained maximum just read, or ``None``; applying one makes the counter checked,
-    unless the counter is in its grace.
+    unless the counter is in its grace. ``counts_save``: this update is a save's first, which adds
+    the save to ``allocations`` (the summary's ``saves``).
     """
     current = {"$ifNull": ["$sequence", 0]}
     created = {"$eq": [{"$type": "$sequence"}, "missing"]}
@@ -224,8 +233,9 @@ def _counter_pipeline(
         "sequence_checked": grace_over if floor is not None else was_checked,
         "recheck_until": recheck_until,
         "allocated_at": "$$NOW",
-        # The run's summary. A counter from before `allocations` existed counts its sequence.
-        "allocations": {"$add": [{"$ifNull": ["$allocations", current]}, increment]},
+        # The run's summary: the saves made (kept under the field's first name). A counter from
+        # before `allocations` existed counts its sequence.
+        "allocations": {"$add": [{"$ifNull": ["$allocations", current]}, int(counts_save)]},
         # Drawn by the update that creates the counter (or first touches one from before epochs),
         # kept by every later one: the run's lifetime, which a signature binds (ledger.py).
         EPOCH_FIELD: {"$ifNull": [f"${EPOCH_FIELD}", {"$literal": new_epoch()}]},

@@ -5,9 +5,9 @@ I/O, then as few round trips as the operation allows (a save costs two in steady
 identical retry included: the sequence allocation and an insert that reports an existing
 checkpoint's identity, and a third for a chunked checkpoint's leaves; with ``keep_last``, a
 pruning save costs two more, and two more again when it collects chunks; a load, latest, page,
-summary page, run page or delete costs one, and a second for chunked checkpoints' leaves).
-Every operation runs under one client-side deadline (``operation_timeout``), all its round trips
-included.
+summary page, run page (its runs' checkpoints counted in the same request) or delete costs one, and
+a second for chunked checkpoints' leaves). Every operation runs under one client-side deadline
+(``operation_timeout``), all its round trips included.
 """
 
 from __future__ import annotations
@@ -71,15 +71,7 @@ from .driver import CheckpointClient, CheckpointCollection, Document
 from .indexes import CHECKPOINT_INDEXES, SIMPLE_COLLATION
 from .ledger import LedgerCheck, read_ledger, read_with_ledger, record_deletion
 from .options import MongoDBCheckpointStorageOptions, validate_identifier
-from .paging import (
-    PagePosition,
-    RunPosition,
-    decode_cursor,
-    decode_run_cursor,
-    encode_cursor,
-    encode_run_cursor,
-    resolve_limit,
-)
+from .paging import PagePosition, decode_cursor, encode_cursor, resolve_limit
 from .provisioning import build_timeout, check_indexes, create_indexes
 from .queries import (
     ASCENDING_SEQUENCE,
@@ -88,15 +80,12 @@ from .queries import (
     ID_PROJECTION,
     IDEMPOTENCY_PROJECTION,
     PAYLOAD_PROJECTION,
-    RUN_ACTIVITY_SORT,
-    RUN_SUMMARY_PROJECTION,
     SEQUENCE_PROJECTION,
     checkpoint_filter,
     counter_filter,
     insert_if_absent,
     page_filter,
     run_filter,
-    run_listing_filter,
 )
 from .reading import CheckpointDecoder
 from .results import (
@@ -106,16 +95,11 @@ from .results import (
     MongoDBRunPage,
 )
 from .retention import is_prune_due, prune_run
-from .scope import RunListing, RunScope
+from .runs import listing_of, read_run_page
+from .scope import RunScope
 from .sequences import Allocation, RunActivity, allocate_sequence, sequence_of
 from .strict import escalated_save_failures
-from .summaries import (
-    checkpoint_id_of,
-    checkpoint_summary_of,
-    page_position_of,
-    run_position_of,
-    run_summary_of,
-)
+from .summaries import checkpoint_id_of, checkpoint_summary_of, page_position_of
 
 __all__ = ["MongoDBCheckpointStorage"]
 
@@ -469,10 +453,11 @@ class MongoDBCheckpointStorage(CheckpointStorage):
         """One page of the runs of this storage's tenant and application, newest activity first.
 
         The application is this storage's ``application_id``; ``None`` lists only runs stored
-        without one. Reads counter documents only (one round trip, no payload is decoded); see
-        ``MongoDBRunSummary`` for what each field means. A run saved while pages are read moves
-        to the front: each run appears at most once, and every run not saved meanwhile exactly once.
-        A cleared run (its counter deleted) is not listed.
+        without one. One round trip reads the counters and counts each run's retained checkpoints
+        (no payload is read); see ``MongoDBRunSummary`` for what each field means. The same as
+        ``MongoDBCheckpointCatalog.list_runs``, whose cursors it shares. A run saved while pages are
+        read moves to the front: each run appears at most once, and every run not saved meanwhile
+        exactly once. A cleared run (its counter deleted) is not listed.
 
         Args:
             workflow_name: Only runs of this workflow; all workflows by default.
@@ -484,13 +469,12 @@ class MongoDBCheckpointStorage(CheckpointStorage):
             MongoDBConfigurationError: The workflow name, cursor or limit is not valid here.
         """
         with self._operation("list_runs") as record:
-            listing = self._listing(workflow_name)
-            size = resolve_limit(limit, self._options)
-            after = None if cursor is None else decode_run_cursor(listing, cursor)
-            documents = await self._fetch_runs(listing, after=after, limit=size)
-            runs = tuple(run_summary_of(document) for document in documents)
-            record.result_count = len(runs)
-            return MongoDBRunPage(runs, _next_run_cursor(listing, documents, size))
+            listing = listing_of(self._scope.tenant_id, self._scope.application_id, workflow_name)
+            page = await read_run_page(
+                self._collection, listing, cursor=cursor, limit=resolve_limit(limit, self._options)
+            )
+            record.result_count = len(page.runs)
+            return page
 
     async def clear_run(self) -> MongoDBCheckpointClearResult:
         """Delete every checkpoint of the bound run, then its chunks, then its sequence counter.
@@ -560,11 +544,6 @@ class MongoDBCheckpointStorage(CheckpointStorage):
         storage._bind(self._collection, options, self._codec, owned_client=None, lifetime=self._lifetime)
         return storage
 
-    def _listing(self, workflow_name: object) -> RunListing:
-        if workflow_name is not None:
-            validate_identifier("workflow_name", workflow_name)
-        return RunListing.of(self._scope, workflow_name if isinstance(workflow_name, str) else None)
-
     @contextmanager
     def _operation(
         self, name: str, *, deadline: float | _Default | None = _DEFAULT
@@ -621,8 +600,11 @@ class MongoDBCheckpointStorage(CheckpointStorage):
 
     def _require_workflow(self, workflow_name: object) -> None:
         if workflow_name != self._scope.workflow_name:
+            # Workflow names are code (a WorkflowBuilder's name=), not run data: errors may show them.
+            given = repr(workflow_name) if isinstance(workflow_name, str) else type(workflow_name).__name__
             raise MongoDBConfigurationError(
-                "workflow_name differs from the workflow this storage is bound to. Agent Framework "
+                f"workflow_name differs from the workflow this storage is bound to: bound to "
+                f"{self._scope.workflow_name!r}, got {given[:200]}. Agent Framework "
                 "names a workflow randomly per WorkflowBuilder unless it is given a name, so a rebuilt "
                 "workflow never matches: build it with WorkflowBuilder(name=...) equal to the "
                 "options' workflow_name, or use a storage bound to that workflow."
@@ -825,17 +807,6 @@ class MongoDBCheckpointStorage(CheckpointStorage):
             )
             return await cursor.to_list(limit)
 
-    async def _fetch_runs(
-        self, listing: RunListing, *, after: RunPosition | None, limit: int
-    ) -> list[Document]:
-        query = run_listing_filter(listing, after)
-        with translated_driver_errors(operation="read", action="read a page of runs"):
-            count_round_trip()  # find() sends nothing; to_list() sends the query, once
-            cursor = self._collection.find(
-                query, RUN_SUMMARY_PROJECTION, sort=RUN_ACTIVITY_SORT, limit=limit, collation=SIMPLE_COLLATION
-            )
-            return await cursor.to_list(limit)
-
     async def _pages(
         self, projection: Mapping[str, int], check: LedgerCheck | None, *, limit: int
     ) -> AsyncIterator[list[Document]]:
@@ -888,12 +859,6 @@ def _require_checkpoint_id(checkpoint_id: object) -> str:
     # The rule save applies: an id save would refuse cannot be stored, so asking for it is an
     # error of the caller's, reported without a round trip.
     return validate_identifier("checkpoint_id", checkpoint_id)
-
-
-def _next_run_cursor(listing: RunListing, documents: list[Document], limit: int) -> str | None:
-    if len(documents) < limit:
-        return None
-    return encode_run_cursor(listing, run_position_of(documents[-1]))
 
 
 def _require_options(options: object) -> None:

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, cast
 
 from ..errors import MongoDBMappingError
 from .paging import PagePosition, RunPosition
-from .results import MongoDBCheckpointSummary, MongoDBRunSummary
+from .queries import COUNTED_FIELD, RETAINED_FIELD
+from .results import RUN_COUNT_LIMIT, MongoDBCheckpointSummary, MongoDBRunSummary
 
 __all__ = [
     "checkpoint_id_of",
@@ -55,7 +56,7 @@ def checkpoint_summary_of(document: Mapping[str, Any]) -> MongoDBCheckpointSumma
 
 
 def run_summary_of(document: Mapping[str, Any]) -> MongoDBRunSummary:
-    """A run counter document as a summary (``RUN_SUMMARY_PROJECTION``)."""
+    """A run page's document: a counter (``RUN_SUMMARY_PROJECTION``) with the count its lookup added."""
     match document:
         case {
             "workflow_name": str() as workflow_name,
@@ -67,16 +68,37 @@ def run_summary_of(document: Mapping[str, Any]) -> MongoDBRunSummary:
         case _:
             raise MongoDBMappingError("A stored run counter document is not a run summary.")
     latest = document.get("latest_checkpoint_id")
-    allocations = _count(document.get("allocations"))
+    saves = _count(document.get("allocations"))
+    retained = _retained_count(document)
     return MongoDBRunSummary(
         workflow_name=workflow_name,
         session_id=session_id,
         latest_checkpoint_id=latest if isinstance(latest, str) else None,
         latest_sequence=int(sequence),
-        checkpoint_count=sequence if allocations is None else allocations,
+        checkpoint_count=min(retained, RUN_COUNT_LIMIT),
         updated_at=_utc(allocated_at),
         waiting_for_input=document.get("waiting_for_input") is True,
+        saves=int(sequence) if saves is None else saves,
+        checkpoint_count_capped=retained > RUN_COUNT_LIMIT,
     )
+
+
+def _retained_count(document: Mapping[str, Any]) -> int:
+    """The count a run page's lookup added: ``[]`` (``$count`` emits nothing for no checkpoints) or
+    one ``{"checkpoints": n}``."""
+    retained: object = document.get(RETAINED_FIELD)
+    if retained == []:
+        return 0
+    if isinstance(retained, list) and len(cast("list[object]", retained)) == 1:
+        counted = cast("list[object]", retained)[0]
+        count = (
+            _count(cast("Mapping[str, object]", counted).get(COUNTED_FIELD))
+            if isinstance(counted, Mapping)
+            else None
+        )
+        if count is not None:
+            return count
+    raise MongoDBMappingError("A run page holds no checkpoint count for a run.")
 
 
 def run_position_of(document: Mapping[str, Any]) -> RunPosition:

@@ -21,10 +21,8 @@ def clear(connection: Connection, tenant: str, application: str | None, workflow
     """Delete every checkpoint of the run SESSION, then its chunks and counter (quiesce its writers first)."""
 
     async def clear_one() -> MongoDBCheckpointClearResult:
-        async with connection.storage(
-            tenant=tenant, application=application, workflow=workflow, session=session
-        ) as storage:
-            return await storage.clear_run()
+        async with connection.catalog(tenant=tenant, application=application) as catalog:
+            return await catalog.clear_run(workflow, session)
 
     result = run(clear_one())
     click.echo(

@@ -17,7 +17,7 @@ from typing import Any
 
 import click
 
-from ..checkpoints import MongoDBCheckpointStorage, MongoDBCheckpointStorageOptions
+from ..checkpoints import MongoDBCheckpointCatalog, MongoDBCheckpointStorage, MongoDBCheckpointStorageOptions
 from ..checkpoints.connection import DEFAULT_WAIT_TIMEOUT, create_owned_client, uri_options, wait_for_server
 from ..checkpoints.driver import CheckpointClient, CheckpointCollection
 from ..checkpoints.options import DEFAULT_OPERATION_TIMEOUT, MAX_OPERATION_TIMEOUT
@@ -41,7 +41,8 @@ ClientFactory = Callable[[str | None], CheckpointClient]
 """Builds a client from the URI (``None`` when none was given); called inside the event loop."""
 
 PLACEHOLDER_NAME = "cli"
-"""The workflow and session a tenant-wide storage is bound to: ``list_runs`` ignores both."""
+"""The workflow and session a storage is bound to when a command names none (tenant-wide commands
+use ``catalog`` instead)."""
 
 ENGINE_HINT = (
     "--engine-file needs the in-process engine (the testing extra):\n"
@@ -226,3 +227,17 @@ class Connection:
         )
         async with self.collection_handle() as collection:
             yield MongoDBCheckpointStorage(collection, options=options)
+
+    @asynccontextmanager
+    async def catalog(
+        self, *, tenant: str, application: str | None
+    ) -> AsyncGenerator[MongoDBCheckpointCatalog]:
+        """The tenant's and application's catalog: its runs, and a storage for any of them."""
+        async with self.collection_handle() as collection:
+            yield MongoDBCheckpointCatalog(
+                collection,
+                tenant_id=tenant,
+                application_id=application,
+                operation_timeout=self.deadlines.operation,
+                signing_keys=keys_from_environment(required=False),
+            )

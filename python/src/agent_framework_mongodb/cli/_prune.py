@@ -1,72 +1,112 @@
-"""``prune --older-than DURATION``: clear the runs whose last activity is older (a dry run by default)."""
+"""``prune --older-than DURATION``: clear the runs idle for longer (a dry run by default).
+
+The catalog plans the prune (``MongoDBCheckpointCatalog.plan_prune``): a run is idle when its latest
+save is more than DURATION before the server's current time, and an idle run waiting for input is
+skipped unless ``--include-waiting`` is given. The dry run names each run it would clear and each idle
+run it skips, with the reason; ``--yes`` clears the planned runs one at a time, each only if it has
+not saved since the plan (else it is skipped, and said so).
+"""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+import dataclasses
+from datetime import timedelta
 
 import click
 from rich.console import Console
 from rich.progress import Progress
 
-from ..checkpoints import MongoDBCheckpointStorage, MongoDBRunSummary
+from ..checkpoints import (
+    MongoDBCheckpointCatalog,
+    MongoDBPrunePlan,
+    MongoDBPruneResult,
+    MongoDBRunSummary,
+    MongoDBSkippedRun,
+    MongoDBSkipReason,
+)
 from ._connection import Connection
 from ._durations import parse_duration
 from ._errors import run
 from ._options import scope_options
-from ._runs import all_runs
 
 __all__ = ["prune"]
 
-
-def stale_runs(summaries: list[MongoDBRunSummary], older_than: timedelta) -> list[MongoDBRunSummary]:
-    """The runs whose latest save (``updated_at``, server time) is before now minus ``older_than``."""
-    cutoff = datetime.now(timezone.utc) - older_than
-    return [summary for summary in summaries if _aware(summary.updated_at) < cutoff]
-
-
-def _aware(moment: datetime) -> datetime:
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
+_HINTS = {
+    MongoDBSkipReason.WAITING_FOR_INPUT: "pass --include-waiting to clear it",
+    MongoDBSkipReason.SAVED_SINCE_PLANNED: "it is active again",
+}
 
 
-async def clear_runs(
+def run_name(summary: MongoDBRunSummary) -> str:
+    return f"{summary.workflow_name}/{summary.session_id}"
+
+
+def last_activity(summary: MongoDBRunSummary) -> str:
+    return f"last activity {summary.updated_at.isoformat(timespec='seconds')}"
+
+
+def skip_line(skipped: MongoDBSkippedRun) -> str:
+    """``skip RUN: REASON (last activity ...); HINT``."""
+    return (
+        f"skip {run_name(skipped.run)}: {skipped.reason.value} ({last_activity(skipped.run)}); "
+        f"{_HINTS[skipped.reason]}"
+    )
+
+
+def report_plan(plan: MongoDBPrunePlan) -> None:
+    """The dry run: each run it would clear, each idle run it skips and why, and the totals."""
+    for summary in plan.runs:
+        click.echo(f"would clear {run_name(summary)} ({last_activity(summary)})")
+    for skipped in plan.skipped:
+        click.echo(skip_line(skipped))
+    click.echo(
+        f"{len(plan.runs)} run(s) would be cleared, {len(plan.skipped)} skipped; pass --yes to clear them."
+    )
+
+
+async def carry_out(catalog: MongoDBCheckpointCatalog, plan: MongoDBPrunePlan) -> MongoDBPruneResult:
+    """Prune one planned run at a time (a progress bar on a terminal, a line per run otherwise)."""
+    console = Console()
+    cleared: list[MongoDBPruneResult] = []
+    with Progress(console=console, disable=not console.is_terminal) as progress:
+        task = progress.add_task("Clearing runs", total=len(plan.runs))
+        for summary in plan.runs:
+            outcome = await catalog.prune(dataclasses.replace(plan, runs=(summary,), skipped=()))
+            for done in outcome.cleared:
+                if not console.is_terminal:
+                    click.echo(
+                        f"cleared {run_name(done.run)}: {done.result.checkpoints_deleted} checkpoint(s)"
+                    )
+            cleared.append(outcome)
+            progress.advance(task)
+    return MongoDBPruneResult(
+        tuple(done for outcome in cleared for done in outcome.cleared),
+        plan.skipped + tuple(skip for outcome in cleared for skip in outcome.skipped),
+    )
+
+
+async def prune_runs(
     connection: Connection,
     *,
     tenant: str,
     application: str | None,
     workflow: str | None,
     older_than: timedelta,
+    include_waiting: bool,
     act: bool,
 ) -> None:
-    """List the stale runs, then (when acting) clear each: a progress bar on a terminal, lines otherwise."""
-    summaries = stale_runs(
-        await all_runs(connection, tenant=tenant, application=application, workflow=workflow), older_than
-    )
-    if not act:
-        for summary in summaries:
-            click.echo(
-                f"would clear {summary.workflow_name}/{summary.session_id} "
-                f"(last activity {summary.updated_at.isoformat(timespec='seconds')})"
-            )
-        click.echo(f"{len(summaries)} run(s) would be cleared; pass --yes to clear them.")
-        return
-    async with connection.storage(tenant=tenant, application=application) as storage:
-        console = Console()
-        if console.is_terminal:
-            with Progress(console=console) as progress:
-                task = progress.add_task("Clearing runs", total=len(summaries))
-                for summary in summaries:
-                    await _clear(storage, summary)
-                    progress.advance(task)
-        else:
-            for summary in summaries:
-                deleted = await _clear(storage, summary)
-                click.echo(f"cleared {summary.workflow_name}/{summary.session_id}: {deleted} checkpoint(s)")
-    click.echo(f"{len(summaries)} run(s) cleared.")
-
-
-async def _clear(storage: MongoDBCheckpointStorage, summary: MongoDBRunSummary) -> int:
-    result = await storage.for_workflow(summary.workflow_name, summary.session_id).clear_run()
-    return result.checkpoints_deleted
+    """Plan the prune; then report it (dry run) or carry it out and report what it did."""
+    async with connection.catalog(tenant=tenant, application=application) as catalog:
+        plan = await catalog.plan_prune(
+            older_than=older_than, workflow_name=workflow, include_waiting=include_waiting
+        )
+        if not act:
+            report_plan(plan)
+            return
+        result = await carry_out(catalog, plan)
+    for skipped in result.skipped:
+        click.echo(skip_line(skipped))
+    click.echo(f"{len(result.cleared)} run(s) cleared, {len(result.skipped)} skipped.")
 
 
 @click.command()
@@ -76,9 +116,14 @@ async def _clear(storage: MongoDBCheckpointStorage, summary: MongoDBRunSummary) 
     "older_than",
     callback=parse_duration,
     required=True,
-    help="Last activity before now minus this.",
+    help="Last activity before the server's current time minus this.",
 )
 @click.option("--workflow", default=None, help="Only runs of this workflow.")
+@click.option(
+    "--include-waiting",
+    is_flag=True,
+    help="Also clear idle runs waiting for input (by default they are skipped).",
+)
 @click.option("--dry-run/--yes", "dry_run", default=True, help="List the runs (default), or clear them.")
 @click.pass_obj
 def prune(  # noqa: PLR0917 - Click passes every option
@@ -87,16 +132,19 @@ def prune(  # noqa: PLR0917 - Click passes every option
     application: str | None,
     older_than: timedelta,
     workflow: str | None,
+    include_waiting: bool,
     dry_run: bool,
 ) -> None:
-    """Clear the runs whose last activity is older than --older-than (quiesce their writers first)."""
+    """Clear the runs idle for longer than --older-than, except those waiting for input (quiesce their
+    writers first)."""
     run(
-        clear_runs(
+        prune_runs(
             connection,
             tenant=tenant,
             application=application,
             workflow=workflow,
             older_than=older_than,
+            include_waiting=include_waiting,
             act=not dry_run,
         )
     )

@@ -1,4 +1,5 @@
-"""``runs``: the tenant's runs, newest activity first, from their counters (no payload is read)."""
+"""``runs``: the tenant's runs, newest activity first, from their counters and a count of their
+checkpoints (no payload is read)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from ..checkpoints import MongoDBRunSummary
+from ..checkpoints import MongoDBCheckpointCatalog, MongoDBRunSummary
 from ._connection import Connection
 from ._errors import run
 from ._options import scope_options
@@ -20,15 +21,20 @@ async def all_runs(
     connection: Connection, *, tenant: str, application: str | None, workflow: str | None
 ) -> list[MongoDBRunSummary]:
     """Every run of the tenant and application (and workflow), one bounded page at a time."""
-    summaries: list[MongoDBRunSummary] = []
-    async with connection.storage(tenant=tenant, application=application) as storage:
-        cursor: str | None = None
-        while True:
-            page = await storage.list_runs(workflow_name=workflow, cursor=cursor)
-            summaries.extend(page.runs)
-            cursor = page.next_cursor
-            if cursor is None:
-                return summaries
+    async with connection.catalog(tenant=tenant, application=application) as catalog:
+        return await runs_of(catalog, workflow)
+
+
+async def runs_of(catalog: MongoDBCheckpointCatalog, workflow: str | None) -> list[MongoDBRunSummary]:
+    """Every run the catalog lists (of ``workflow``, or all)."""
+    return [summary async for summary in catalog.iter_runs(workflow_name=workflow)]
+
+
+def checkpoints_cell(summary: MongoDBRunSummary) -> str:
+    """The retained checkpoints, ``10000+`` past the count's limit."""
+    return (
+        f"{summary.checkpoint_count}+" if summary.checkpoint_count_capped else str(summary.checkpoint_count)
+    )
 
 
 def summary_json(summary: MongoDBRunSummary) -> dict[str, object]:
@@ -39,20 +45,23 @@ def summary_json(summary: MongoDBRunSummary) -> dict[str, object]:
         "latest_checkpoint_id": summary.latest_checkpoint_id,
         "latest_sequence": summary.latest_sequence,
         "checkpoint_count": summary.checkpoint_count,
+        "checkpoint_count_capped": summary.checkpoint_count_capped,
+        "saves": summary.saves,
         "updated_at": summary.updated_at.isoformat(),
         "waiting_for_input": summary.waiting_for_input,
     }
 
 
 def runs_table(summaries: list[MongoDBRunSummary]) -> Table:
-    """The runs as a Rich table."""
-    table = Table("workflow", "session", "latest sequence", "checkpoints", "updated", "waiting")
+    """The runs as a Rich table: "checkpoints" are those the run retains, "saves" those it made."""
+    table = Table("workflow", "session", "latest sequence", "checkpoints", "saves", "updated", "waiting")
     for summary in summaries:
         table.add_row(
             summary.workflow_name,
             summary.session_id,
             str(summary.latest_sequence),
-            str(summary.checkpoint_count),
+            checkpoints_cell(summary),
+            str(summary.saves),
             summary.updated_at.isoformat(timespec="seconds"),
             "yes" if summary.waiting_for_input else "no",
         )

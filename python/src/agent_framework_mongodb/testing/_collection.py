@@ -13,11 +13,12 @@ from pymongo.read_concern import ReadConcern
 from pymongo.results import DeleteResult, InsertManyResult, InsertOneResult, UpdateResult
 from pymongo.write_concern import WriteConcern
 
+from ._aggregate import Find, Source, run_pipeline
 from ._bulk_writes import BulkWrites
 from ._codec import as_mapping, to_storage_sized
 from ._collation import check_collation, collation_document
 from ._collection_base import CollationArg, Filter, Hint, Update, projection_spec, unsupported
-from ._cursor import InMemoryCursor, SortSpec, normalize_sort
+from ._cursor import InMemoryCommandCursor, InMemoryCursor, SortSpec, normalize_sort
 from ._errors import command_error
 from ._keywords import check_keywords
 from ._limits import check_command, check_insert_many, check_query, insert_error
@@ -135,6 +136,39 @@ class InMemoryCollection(BulkWrites):
                 query, sort=normalize_sort(sort), skip=skip, limit=1, projection=projection_spec(projection)
             )
             return self._out(found[0]) if found else None
+
+    async def aggregate(
+        self,
+        pipeline: Sequence[Mapping[str, Any]],
+        *,
+        collation: CollationArg = None,
+        let: Any = None,
+        session: object = None,
+        **_ignored: Any,
+    ) -> InMemoryCommandCursor:
+        """Run ``pipeline`` (the stages ``_aggregate.py`` lists) and return its cursor, as
+        ``AsyncCollection.aggregate`` does once awaited: the command runs then, atomically."""
+        check_collation(collation)
+        unsupported(let=let)
+        async with self._round_trip("aggregate", session):
+            command: dict[str, Any] = {"aggregate": self._name, "pipeline": list(pipeline), "cursor": {}}
+            if collation is not None:
+                command["collation"] = collation_document(collation)
+            self._check_command(command)
+            self._check_default_collation(collation)
+            documents = run_pipeline(pipeline, Source(self._finder(), self._finder_in))
+            return InMemoryCommandCursor([self._out(document) for document in documents])
+
+    def _finder(self) -> Find:
+        def find(filter_: Mapping[str, Any], sort: list[tuple[str, int]], skip: int, limit: int) -> list[Any]:
+            return self._query(filter_, sort=sort or None, skip=skip, limit=limit)
+
+        return find
+
+    def _finder_in(self, name: str) -> Find:
+        """The find of a collection of this database, for a ``$lookup``'s ``from``."""
+        other = self if name == self._name else self._database.get_collection(name)
+        return other._finder()
 
     async def count_documents(
         self,

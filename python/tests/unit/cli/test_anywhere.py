@@ -251,11 +251,12 @@ def test_timeout_is_each_storage_calls_deadline(tmp_path: Path) -> None:
     def slow_engine(_uri: str | None) -> Any:
         client = InMemoryMongoClient(path=engine)
         captured.append(client)
-        client.hold("find")  # the listing never answers: only the deadline ends it
+        client.hold("find")  # the checkpoints' listing never answers: only the deadline ends it
         return client
 
     started = time.monotonic()
-    result = invoke("--timeout", "0.5", "runs", *SCOPE, settings=CliSettings(client_factory=slow_engine))
+    settings = CliSettings(client_factory=slow_engine)
+    result = invoke("--timeout", "0.5", "checkpoints", *RUN, SESSION, settings=settings)
     elapsed = time.monotonic() - started
     asyncio.run(captured[0].close())
 

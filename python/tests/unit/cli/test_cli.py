@@ -142,6 +142,26 @@ def test_runs_table(engine: Engine) -> None:
     assert "yes" in result.stdout
 
 
+def test_runs_reports_retained_checkpoints_and_saves_separately(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # issue 21: with keep_last=3 after 22 saves the "checkpoints" column said 22.
+    monkeypatch.setenv("COLUMNS", "200")  # Rich's width: every heading whole
+    save_run(engine, 22, keep_last=3)
+    scope = ("--tenant", TENANT, "--application", APPLICATION)
+
+    (listed,) = json.loads(engine.invoke("runs", *scope, "--json").stdout)
+    assert (listed["checkpoint_count"], listed["saves"], listed["checkpoint_count_capped"]) == (3, 22, False)
+    table = engine.invoke("runs", *scope)
+    assert table.exit_code == 0, table.output
+    header = next(line for line in table.stdout.splitlines() if "checkpoints" in line)
+    row = next(line for line in table.stdout.splitlines() if SESSION in line)
+    cells = [cell.strip() for cell in row.split("│")[1:-1]]
+    names = [cell.strip() for cell in header.split("┃")[1:-1]]
+    assert dict(zip(names, cells, strict=True))["checkpoints"] == "3"
+    assert dict(zip(names, cells, strict=True))["saves"] == "22"
+
+
 def test_runs_requires_a_tenant(engine: Engine) -> None:
     result = engine.invoke("runs")
     assert result.exit_code == 2

@@ -23,8 +23,6 @@ from agent_framework_mongodb.cli._app import cli
 from agent_framework_mongodb.testing import InMemoryCollection, InMemoryMongoClient
 
 KEYS = "AGENT_FRAMEWORK_MONGODB_SIGNING_KEYS"
-PRELOAD = "import agent_framework._workflows._events, agent_framework._workflows._runner_context\n"
-"""A reader that imports the framework's workflow modules itself, as the codec is to do (issue 21)."""
 BLOCK = "import sys\nsys.modules['agent_framework._workflows._runner_context'] = None\n"
 """A reader in which WorkflowMessage's module cannot be imported at all."""
 
@@ -41,11 +39,10 @@ def reader_environment(monkeypatch: pytest.MonkeyPatch, directory: Path, startup
 
 @pytest.fixture
 def healthy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """An engine file with every index, a signing key in the environment, and a reader that loads."""
+    """An engine file with every index and a signing key in the environment."""
     engine = tmp_path / "engine.journal"
     asyncio.run(provision(engine))
     monkeypatch.setenv(KEYS, base64.b64encode(secrets.token_bytes(32)).decode())
-    reader_environment(monkeypatch, tmp_path / "preload", PRELOAD)
     return engine
 
 
@@ -133,12 +130,11 @@ def test_a_different_index_fails_by_name(healthy: Path) -> None:
     assert indexes["fix"].startswith("Drop checkpoint_run_activity")
 
 
-def test_a_default_collation_fails(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_default_collation_fails(tmp_path: Path) -> None:
     engine = tmp_path / "collated.journal"
     # ensure_checkpoint_indexes refuses such a collection, so only the collection is made.
     with pytest.raises(Exception, match="default collation"):
         asyncio.run(provision(engine, collation=Collation("fr")))
-    reader_environment(monkeypatch, tmp_path / "preload", PRELOAD)
     result = doctor(engine, "--json")
     assert result.exit_code == 1
     collation = check_of(result, "collation")
@@ -182,7 +178,8 @@ def test_framework_types_that_do_not_load_fail(
     assert result.exit_code == 1
     framework = check_of(result, "framework types")
     assert framework["status"] == "fail"
-    assert "WorkflowEvent, WorkflowMessage" in framework["fix"]
+    assert "agent_framework._workflows._runner_context" in framework["summary"]
+    assert "supports" in framework["fix"]
 
 
 def test_application_types_that_do_not_import_fail(healthy: Path) -> None:
@@ -193,10 +190,9 @@ def test_application_types_that_do_not_import_fail(healthy: Path) -> None:
 
 
 def test_without_a_uri_the_connection_fails_and_the_server_is_not_checked(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.delenv("MONGODB_URI", raising=False)
-    reader_environment(monkeypatch, tmp_path / "preload", PRELOAD)
     result = CliRunner().invoke(cli, ["doctor", "--json"])
     assert result.exit_code == 1
     found = statuses(result)
@@ -205,10 +201,7 @@ def test_without_a_uri_the_connection_fails_and_the_server_is_not_checked(
     assert found["installation"] == "ok"  # the local checks still run
 
 
-def test_an_unreachable_server_fails_within_the_uris_bound(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    reader_environment(monkeypatch, tmp_path / "preload", PRELOAD)
+def test_an_unreachable_server_fails_within_the_uris_bound() -> None:
     uri = "mongodb://127.0.0.1:1/?serverSelectionTimeoutMS=300"
     result = CliRunner().invoke(cli, ["--uri", uri, "doctor", "--json"])
     assert result.exit_code == 1

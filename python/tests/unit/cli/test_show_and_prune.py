@@ -99,8 +99,61 @@ def test_prune_honours_the_workflow() -> None:
     age_runs(engine)
     result = engine.invoke("prune", *SCOPE, "--older-than", "7d", "--workflow", "other-flow", "--yes")
     assert result.exit_code == 0, result.output
-    assert "0 run(s) cleared." in result.stdout
+    assert "0 run(s) cleared, 0 skipped." in result.stdout
     assert len(sessions(engine)) == 2
+
+
+def age_waiting_run(engine: Engine) -> None:
+    """Beside ``age_runs``' two: an old run whose latest checkpoint waits for a human's answer."""
+    advance_server_clock(engine.collection, -timedelta(days=10))
+    save_run(engine, 3, session_id="waiting-session", pending=True)
+    advance_server_clock(engine.collection, timedelta(days=10))
+
+
+def test_prune_skips_an_idle_run_waiting_for_input_and_its_dry_run_says_why() -> None:
+    engine = Engine()
+    age_runs(engine)
+    age_waiting_run(engine)
+    result = engine.invoke("prune", *SCOPE, "--older-than", "7d")
+    assert result.exit_code == 0, result.output
+    assert f"would clear {WORKFLOW}/old-session" in result.stdout
+    assert "would clear" not in result.stdout.split("waiting-session")[0].splitlines()[-1]
+    (skipped,) = [line for line in result.stdout.splitlines() if "waiting-session" in line]
+    assert skipped.startswith(f"skip {WORKFLOW}/waiting-session: waiting for input (last activity ")
+    assert skipped.endswith("pass --include-waiting to clear it")
+    assert "1 run(s) would be cleared, 1 skipped; pass --yes to clear them." in result.stdout
+
+    cleared = engine.invoke("prune", *SCOPE, "--older-than", "7d", "--yes")
+    assert cleared.exit_code == 0, cleared.output
+    assert f"skip {WORKFLOW}/waiting-session: waiting for input" in cleared.stdout
+    assert "1 run(s) cleared, 1 skipped." in cleared.stdout
+    assert sorted(sessions(engine)) == ["new-session", "waiting-session"]
+
+
+def test_prune_include_waiting_clears_an_idle_run_waiting_for_input() -> None:
+    engine = Engine()
+    age_runs(engine)
+    age_waiting_run(engine)
+    dry = engine.invoke("prune", *SCOPE, "--older-than", "7d", "--include-waiting")
+    assert dry.exit_code == 0, dry.output
+    assert f"would clear {WORKFLOW}/waiting-session" in dry.stdout
+    assert "skip " not in dry.stdout
+    result = engine.invoke("prune", *SCOPE, "--older-than", "7d", "--include-waiting", "--yes")
+    assert result.exit_code == 0, result.output
+    assert f"cleared {WORKFLOW}/waiting-session: 3 checkpoint(s)" in result.stdout
+    assert "2 run(s) cleared, 0 skipped." in result.stdout
+    assert sessions(engine) == ["new-session"]
+
+
+def test_prune_leaves_a_recent_run_waiting_for_input_unnamed() -> None:
+    # Only idle runs are candidates: a fresh waiting run is neither cleared nor reported as skipped.
+    engine = Engine()
+    age_runs(engine)
+    save_run(engine, 1, session_id="fresh-waiting", pending=True)
+    result = engine.invoke("prune", *SCOPE, "--older-than", "7d", "--include-waiting", "--yes")
+    assert result.exit_code == 0, result.output
+    assert "fresh-waiting" not in result.stdout
+    assert sorted(sessions(engine)) == ["fresh-waiting", "new-session"]
 
 
 def test_prune_refuses_a_malformed_duration() -> None:
@@ -121,7 +174,7 @@ def test_prune_on_a_terminal_shows_a_progress_bar(monkeypatch: pytest.MonkeyPatc
     result = engine.invoke("prune", *SCOPE, "--older-than", "7d", "--yes")
     assert result.exit_code == 0, result.output
     assert "Clearing runs" in result.stdout
-    assert "1 run(s) cleared." in result.stdout
+    assert "1 run(s) cleared, 0 skipped." in result.stdout
     assert sessions(engine) == ["new-session"]
 
 

@@ -1140,8 +1140,13 @@ def _v2_attribute_names() -> list[Entry]:
         "executor-request-sunder": request(_repr_html_=victim()),
         "message-deepcopy": message(__deepcopy__=victim()),
         "message-getattr": message(__getattr__=victim()),
-        # Read through self by the framework's __getstate__ and to_dict.
-        "message-pickle-omit-fields": message(_PICKLE_OMIT_FIELDS=("S", "role")),
+        # Read through self by the framework's __getstate__ and to_dict (Agent Framework Core
+        # 1.13's Message has no _PICKLE_OMIT_FIELDS, so there the name shadows nothing).
+        **(
+            {"message-pickle-omit-fields": message(_PICKLE_OMIT_FIELDS=("S", "role"))}
+            if hasattr(Message, "_PICKLE_OMIT_FIELDS")
+            else {}
+        ),
         "message-default-exclude": message(DEFAULT_EXCLUDE=victim()),
         "message-property": message(text=victim()),
         "content-deepcopy": content(__deepcopy__=victim()),

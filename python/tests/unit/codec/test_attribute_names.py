@@ -165,6 +165,8 @@ def test_a_deepcopy_hook_planted_on_an_executor_request_is_refused() -> None:
     ],
 )
 def test_a_name_planted_on_a_framework_message_is_refused(name: str) -> None:
+    if name == "_PICKLE_OMIT_FIELDS" and not hasattr(Message, name):
+        pytest.skip(f"this Agent Framework's Message has no {name} for an attribute to shadow")
     message = Message(role="user", contents=[Content.from_text("hi")])
     assert f"{name!r}" in _refused_at_load(message, lambda record: record[2].update({name: _planted()}))
     vars(message)[name] = Planted
@@ -443,7 +445,9 @@ def _reserved_names(draw: st.DrawFn, kind: _Kind) -> str:
     family = draw(st.sampled_from(["protocol", "behaviour", "configuration"]))
     if family == "protocol":
         return draw(_PROTOCOL_NAMES)
-    return draw(st.sampled_from(kind.behaviour() if family == "behaviour" else kind.configuration))
+    # Only what this Agent Framework's class binds (Core 1.13's Message has no _PICKLE_OMIT_FIELDS).
+    configuration = tuple(name for name in kind.configuration if hasattr(kind.cls, name))
+    return draw(st.sampled_from(kind.behaviour() if family == "behaviour" else configuration))
 
 
 _kinds = st.sampled_from(_KINDS)

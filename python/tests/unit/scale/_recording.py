@@ -11,7 +11,17 @@ from pymongo.write_concern import WriteConcern
 from agent_framework_mongodb.testing import InMemoryCollection, InMemoryCursor, InMemoryDatabase
 
 QUERY_METHODS = frozenset(
-    {"find", "find_one", "find_one_and_update", "delete_one", "delete_many", "count_documents", "bulk_write"}
+    {
+        "find",
+        "find_one",
+        "find_one_and_update",
+        "delete_one",
+        "delete_many",
+        "count_documents",
+        "bulk_write",
+        "aggregate",
+        "aggregate_lookup",
+    }
 )
 
 
@@ -59,6 +69,10 @@ class RecordingCollection:
         self.methods: list[tuple[str, str]] = []
 
     @property
+    def name(self) -> str:
+        return self.inner.name
+
+    @property
     def database(self) -> InMemoryDatabase:
         return self.inner.database
 
@@ -102,6 +116,23 @@ class RecordingCollection:
             "find", filter, projection=projection, sort=kwargs.get("sort"), collation=kwargs.get("collation")
         )
         return self.inner.find(filter, projection, **kwargs)
+
+    async def aggregate(self, pipeline: Sequence[Mapping[str, Any]], **kwargs: Any) -> Any:
+        """Records the pipeline's leading find (``$match`` and ``$sort``) as ``aggregate`` and each
+        ``$lookup``'s query of the joined collection as ``aggregate_lookup``: its ``foreignField``
+        stated by equality (a placeholder value) and its own leading ``$match``."""
+        collation = kwargs.get("collation")
+        stages = [next(iter(stage.items())) for stage in pipeline]
+        match: Mapping[str, Any] = next((spec for name, spec in stages if name == "$match"), {})
+        sort = next((spec for name, spec in stages if name == "$sort"), None)
+        self._record("aggregate", match, sort=sort, collation=collation)
+        for name, spec in stages:
+            if name == "$lookup":
+                inner = [next(iter(stage.items())) for stage in spec.get("pipeline", [])]
+                joined = {spec["foreignField"]: "<joined>"} if "foreignField" in spec else {}
+                inner_match: Mapping[str, Any] = next((s for n, s in inner if n == "$match"), {})
+                self._record("aggregate_lookup", {**joined, **inner_match}, collation=collation)
+        return await self.inner.aggregate(pipeline, **kwargs)
 
     async def find_one(
         self, filter: Any = None, projection: Mapping[str, Any] | None = None, **kwargs: Any

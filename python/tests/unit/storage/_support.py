@@ -217,6 +217,10 @@ class ProxyCollection:
         self.calls.append(Call(name, args, dict(kwargs)))
 
     @property
+    def name(self) -> str:
+        return self.inner.name
+
+    @property
     def database(self) -> InMemoryDatabase:
         return self.inner.database
 
@@ -237,6 +241,11 @@ class ProxyCollection:
     def find(self, *args: Any, **kwargs: Any) -> ProxyCursor:
         self._record("find", args, kwargs)
         return ProxyCursor(self, self.inner.find(*args, **kwargs))
+
+    async def aggregate(self, pipeline: Sequence[Mapping[str, Any]], *args: Any, **kwargs: Any) -> Any:
+        self._record("aggregate", (pipeline, *args), kwargs)
+        await self.before("aggregate")
+        return await self.inner.aggregate(pipeline, *args, **kwargs)
 
     async def insert_one(self, document: Any, *args: Any, **kwargs: Any) -> Any:
         self._record("insert_one", (document, *args), kwargs)

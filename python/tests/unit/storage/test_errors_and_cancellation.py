@@ -316,7 +316,7 @@ async def test_errors_are_framework_checkpoint_exceptions(storage: MongoDBCheckp
         await storage.list_checkpoints(workflow_name="other-flow")
 
 
-async def test_a_workflow_name_mismatch_says_to_name_the_builder_and_echoes_no_name(
+async def test_a_workflow_name_mismatch_says_to_name_the_builder_and_names_both(
     storage: MongoDBCheckpointStorage,
 ) -> None:
     # Agent Framework's default name: f"WorkflowBuilder-{uuid.uuid4()}", new for every builder.
@@ -332,8 +332,15 @@ async def test_a_workflow_name_mismatch_says_to_name_the_builder_and_echoes_no_n
         message = str(raised.value)
         assert "WorkflowBuilder(name=...)" in message
         assert "workflow_name" in message
-        assert unnamed not in message
-        assert WORKFLOW not in message
+        # Workflow names are code, not run data (issue 21): the caller sees what differs.
+        assert f"bound to {WORKFLOW!r}, got {unnamed!r}" in message
+
+
+async def test_a_workflow_name_of_another_type_is_named_by_its_type(
+    storage: MongoDBCheckpointStorage,
+) -> None:
+    with pytest.raises(MongoDBConfigurationError, match=f"bound to {WORKFLOW!r}, got int"):
+        await storage.get_latest(workflow_name=42)  # type: ignore[arg-type]
 
 
 # -- cancellation --------------------------------------------------------------------------

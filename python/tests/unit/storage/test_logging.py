@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from pymongo.errors import AutoReconnect, OperationFailure
 
-from agent_framework_mongodb import MongoDBCheckpointStorage, MongoDBSerializationError
+from agent_framework_mongodb import MongoDBCheckpointStorage, MongoDBMappingError, MongoDBSerializationError
 from agent_framework_mongodb.testing import InMemoryCollection
 
 from ._support import APPLICATION, SESSION, TENANT, WORKFLOW, make_checkpoint, make_storage, save_chain
@@ -253,3 +253,48 @@ async def test_cancellation_logs_one_cancelled_record(
     (record,) = _records(caplog)
     _assert_clean(record)
     assert record.__dict__["outcome"] == "cancelled"
+
+
+class _UnlistedState:
+    """A class no storage of these tests lists."""
+
+    def __init__(self) -> None:
+        self.note = PAYLOAD_TEXT
+
+
+async def test_a_save_refused_for_a_class_names_the_class_and_nothing_else(
+    private_collection: InMemoryCollection, caplog: pytest.LogCaptureFixture
+) -> None:
+    storage = await _storage(private_collection)
+    caplog.set_level(logging.DEBUG, logger=LOGGER)
+    caplog.clear()
+
+    with pytest.raises(MongoDBSerializationError) as raised:
+        await storage.save(make_checkpoint(CHECKPOINT_ID + "-x", state={"t": _UnlistedState()}))
+
+    key = f"{__name__}:_UnlistedState"
+    assert raised.value.class_names == (key,)
+    (record,) = _records(caplog)
+    _assert_clean(record)
+    assert record.levelno == logging.ERROR
+    assert record.__dict__["class_names"] == (key,)
+    assert f"classes={key}" in record.getMessage()
+
+
+async def test_a_load_refused_for_classes_names_them_in_its_record(
+    private_collection: InMemoryCollection, caplog: pytest.LogCaptureFixture
+) -> None:
+    key = f"{__name__}:_UnlistedState"
+    writer = make_storage(private_collection, allowed_checkpoint_types=(key,))
+    await writer.ensure_indexes()
+    await writer.save(make_checkpoint(CHECKPOINT_ID + "-x", state={"t": _UnlistedState()}))
+    caplog.set_level(logging.DEBUG, logger=LOGGER)
+    caplog.clear()
+
+    with pytest.raises(MongoDBMappingError) as raised:
+        await make_storage(private_collection).load(CHECKPOINT_ID + "-x")
+
+    assert raised.value.class_names == (key,)
+    (record,) = _records(caplog)
+    _assert_clean(record)
+    assert record.__dict__["class_names"] == (key,)

@@ -85,12 +85,12 @@ async def test_summary_fields_come_from_the_latest_save(
     latest = await storage.get_latest(workflow_name=WORKFLOW)
     assert latest is not None
     assert run.latest_checkpoint_id == latest.checkpoint_id
-    assert run.checkpoint_count == 3
+    assert (run.checkpoint_count, run.saves, run.checkpoint_count_capped) == (3, 3, False)
     assert run.latest_sequence == (await raw_counter(collection, scope_of(storage)) or {})["sequence"]
     assert run.waiting_for_input is False
 
 
-async def test_an_identical_retry_names_the_stored_checkpoint_and_counts_as_an_allocation(
+async def test_an_identical_retry_names_the_stored_checkpoint_and_counts_as_a_save_not_a_checkpoint(
     storage: MongoDBCheckpointStorage,
 ) -> None:
     checkpoint = make_checkpoint("cp-retry")
@@ -100,8 +100,8 @@ async def test_an_identical_retry_names_the_stored_checkpoint_and_counts_as_an_a
     (run,) = (await storage.list_runs()).runs
 
     assert run.latest_checkpoint_id == "cp-retry"
-    assert run.checkpoint_count == 2, "an upper bound: allocations, not stored checkpoints"
-    assert len(await storage.list_checkpoint_ids(workflow_name=WORKFLOW)) == 1
+    assert run.saves == 2, "both calls of save are counted"
+    assert run.checkpoint_count == 1 == len(await storage.list_checkpoint_ids(workflow_name=WORKFLOW))
 
 
 async def test_a_late_check_does_not_rename_the_latest_checkpoint(collection: InMemoryCollection) -> None:
@@ -302,8 +302,10 @@ async def test_each_page_costs_one_round_trip_and_reads_no_payload(
     proxy.reset()
     await proxied_storage.list_runs(cursor=page.next_cursor, limit=2)
     assert len(proxy.trip_names) == 1
-    (call,) = [call for call in proxy.calls if call.name == "find"]
-    assert call.args[1] == RUN_SUMMARY_PROJECTION, "counter fields only, never a payload"
+    (call,) = proxy.named("aggregate")
+    assert call.args[0][-1] == {"$project": RUN_SUMMARY_PROJECTION}, (
+        "counter fields and a count, never a payload"
+    )
 
 
 @pytest.mark.parametrize("width", [int, Int64])
@@ -320,6 +322,7 @@ async def test_counts_read_the_same_at_either_bson_integer_width(
 
     (run,) = (await storage.list_runs()).runs
 
-    assert run.checkpoint_count == 7
+    assert run.saves == 7
+    assert run.checkpoint_count == 2
     assert run.latest_sequence == 2
-    assert type(run.checkpoint_count) is int
+    assert type(run.saves) is int

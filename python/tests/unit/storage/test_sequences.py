@@ -155,9 +155,9 @@ async def test_the_counters_integer_width_changes_nothing(
     assert type(counter["sequence"]) is width  # the server's $add keeps the wider operand's width
     assert (await sequences(collection))["cp-third"] == 3
     (run,) = (await storage.list_runs()).runs
-    assert (run.latest_sequence, run.checkpoint_count) == (3, 8)
+    assert (run.latest_sequence, run.saves, run.checkpoint_count) == (3, 8, 3)
     assert type(run.latest_sequence) is int
-    assert type(run.checkpoint_count) is int
+    assert type(run.saves) is int
     latest = await storage.get_latest(workflow_name=WORKFLOW)
     assert latest is not None
     assert latest.checkpoint_id == "cp-third"

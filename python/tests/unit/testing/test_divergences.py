@@ -58,7 +58,7 @@ async def test_cursor_results_are_fixed_at_first_fetch(coll: InMemoryCollection)
 
 async def test_no_query_planner_or_explain(coll: InMemoryCollection) -> None:
     assert not hasattr(coll.find({}), "explain")
-    assert not hasattr(coll, "aggregate")
+    assert not hasattr(await coll.aggregate([{"$match": {}}]), "explain")
 
 
 async def test_partial_filters_compare_structurally(coll: InMemoryCollection) -> None:

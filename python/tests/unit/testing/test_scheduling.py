@@ -142,6 +142,7 @@ async def test_every_operation_goes_through_the_scheduler() -> None:
         "find (first fetch)": lambda: coll.find({}).to_list(),
         "find_one": lambda: coll.find_one({}),
         "count_documents": lambda: coll.count_documents({}),
+        "aggregate": lambda: coll.aggregate([{"$match": {}}]),
         "estimated_document_count": coll.estimated_document_count,
         "insert_one": lambda: coll.insert_one({"_id": 1}),
         "insert_many": lambda: coll.insert_many([{"_id": 2}, {"_id": 3}]),

@@ -40,6 +40,7 @@ from .chunks import (
     prove_chunk,
     references,
 )
+from .framework_modules import import_framework_modules
 from .rebuild import load_tree, rebuild_tree
 from .rules import TypeRefusal, TypeResolver, type_key
 from .walk import CANONICAL_HASH_VERSION, CANONICAL_HEADER, walk_value
@@ -143,6 +144,9 @@ class CheckpointCodec:
     __slots__ = ("_resolver",)
 
     def __init__(self, allowed_checkpoint_types: Iterable[str | type] = ()) -> None:
+        # Before any payload: the framework's lazily imported modules, so its classes resolve in a
+        # process that only reads checkpoints (framework_modules.py).
+        import_framework_modules()
         self._resolver = _resolver(allowed_checkpoint_types)
 
     def check_allowed_types(self) -> None:

@@ -39,6 +39,7 @@ from .rules import (
     PYDANTIC_EXTRA,
     PYDANTIC_FIELDS_SET,
     PYDANTIC_PRIVATE,
+    ClassNotFound,
     ClassPlan,
     TypeRefusal,
     TypeResolver,
@@ -59,6 +60,8 @@ _EXTENSION_OPCODES: Final = frozenset({"EXT1", "EXT2", "EXT4"})
 _EXTENSION_REGISTRY: Final = cast("dict[object, object]", getattr(copyreg, "_extension_registry"))  # noqa: B009
 _EXTENSION_CACHE: Final = cast("dict[object, object]", getattr(copyreg, "_extension_cache"))  # noqa: B009
 _UUID_BYTES: Final = 16
+_LISTED_MISSING: Final = 20
+"""Most class names one refusal lists; the count says how many more there were."""
 COPY_FACTOR: Final = 4
 COPY_ALLOWANCE: Final = 1 << 20
 """Records may copy at most ``COPY_FACTOR`` times the payload's size, plus ``COPY_ALLOWANCE``
@@ -141,11 +144,14 @@ def rebuild_tree(
     builder = _Rebuild(resolver, COPY_FACTOR * payload_size + COPY_ALLOWANCE)
     try:
         builder.check(tree)
+        builder.require_all_found()
         check_root(cast("dict[str, Any]", tree))
     except RecursionError:
         _refuse("it is nested too deeply")
     except TypeRefusal as error:
-        raise MongoDBMappingError(f"Checkpoint payload cannot be loaded: {error}") from None
+        raise MongoDBMappingError(
+            f"Checkpoint payload cannot be loaded: {error}", class_names=builder.missing_names()
+        ) from None
     except MongoDBSerializationError as error:
         # The save-side wording of a shared rule (hash collisions); on load it is a mapping error.
         raise MongoDBMappingError(str(error)) from None
@@ -163,7 +169,7 @@ def rebuild_tree(
 class _Rebuild:
     """One load's rebuild: phase one (:meth:`check`) then phase two (:meth:`build_pending`)."""
 
-    __slots__ = ("_copy_budget", "_depth", "_pending", "_resolver", "_seen")
+    __slots__ = ("_copy_budget", "_depth", "_missing", "_pending", "_resolver", "_seen")
 
     def __init__(self, resolver: TypeResolver, copy_budget: int) -> None:
         self._resolver = resolver
@@ -174,6 +180,9 @@ class _Rebuild:
         self._copy_budget = copy_budget
         # Containers holding records, children before parents, for phase two.
         self._pending: list[dict[str, Any] | list[Any]] = []
+        # Classes the tree names that this process cannot use, by name: phase one goes on past
+        # them, so one error names them all (a record naming one is neither checked nor built).
+        self._missing: dict[str, ClassNotFound] = {}
 
     @property
     def resolver(self) -> TypeResolver:
@@ -245,9 +254,30 @@ class _Rebuild:
         nests = node[0] in _NESTING_TAGS
         if nests:
             self.descend()
-        checker(self, node)
+        try:
+            checker(self, node)
+        except ClassNotFound as missing:
+            self._missing.setdefault(missing.key, missing)
         if nests:
             self._depth -= 1
+
+    def missing_names(self) -> tuple[str, ...]:
+        """The classes phase one found unavailable so far, by name."""
+        return tuple(self._missing)
+
+    def require_all_found(self) -> None:
+        """Raise one refusal naming every class the tree names that this process cannot use."""
+        if not self._missing:
+            return
+        refusals = list(self._missing.values())
+        if len(refusals) == 1:
+            raise refusals[0]
+        names = ", ".join(repr(key) for key in list(self._missing)[:_LISTED_MISSING])
+        more = len(refusals) - _LISTED_MISSING
+        raise TypeRefusal(
+            f"{len(refusals)} classes it names are not available here: {names}"
+            f"{f' and {more} more' if more > 0 else ''}. The first: {refusals[0]}"
+        )
 
     def descend(self) -> None:
         self._depth += 1
@@ -278,6 +308,8 @@ class _Rebuild:
         if tag in ("t", "Z"):
             items = node[1:]
         elif tag in ("e", "n"):
+            # A class not found here propagates to the record holding this key, which is then
+            # left unchecked as a whole: its members are never hashed (they are not all checked).
             plan = self.plan(
                 node[1] if len(node) > 1 else None, KIND_ENUM if tag == "e" else KIND_NAMED_TUPLE
             )
@@ -318,10 +350,21 @@ class _Rebuild:
     def plan(self, key: object, kind: int) -> ClassPlan:
         if type(key) is not str:
             _refuse("a record names no class")
+        known_missing = self._missing.get(key)
+        if known_missing is not None:
+            # Resolved once per load: a payload naming one unavailable class many times costs one
+            # lookup (a "no" from the framework's registry is not cached across loads).
+            raise known_missing
         plan = self._resolver.plan(key)
         if plan.kind != kind:
             _refuse(f"{plan.key!r} is stored as another kind of value than it is")
         return plan
+
+    def reference(self, key: str) -> type:
+        known_missing = self._missing.get(key)
+        if known_missing is not None:
+            raise known_missing
+        return self._resolver.reference(key)
 
     # -- phase two: build --------------------------------------------------------------------
 
@@ -524,7 +567,7 @@ def _build_enum(rebuild: _Rebuild, node: tuple[Any, ...]) -> Any:
 
 def _check_class(rebuild: _Rebuild, node: tuple[Any, ...]) -> None:
     _require(type(node[1]) is str, "a class record is malformed")
-    rebuild.resolver.reference(node[1])
+    rebuild.reference(node[1])
 
 
 def _build_class(rebuild: _Rebuild, node: tuple[Any, ...]) -> Any:

@@ -19,6 +19,7 @@ import decimal
 import enum
 import functools
 import importlib
+import logging
 import pathlib
 import re
 import sys
@@ -40,6 +41,7 @@ __all__ = [
     "PYDANTIC_EXTRA",
     "PYDANTIC_FIELDS_SET",
     "PYDANTIC_PRIVATE",
+    "ClassNotFound",
     "ClassPlan",
     "TypeRefusal",
     "TypeResolver",
@@ -73,6 +75,15 @@ _DEFAULT_STATE_MODULES: Final = frozenset({"builtins", "enum"})
 
 class TypeRefusal(Exception):
     """A class may not be stored or rebuilt; the codec re-raises it as its own error category."""
+
+
+class ClassNotFound(TypeRefusal):
+    """A class name resolves to no class this process may use: not listed, or not defined by the
+    installed framework. ``key`` is the name, so a caller can report every such class at once."""
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(message)
+        self.key = key
 
 
 def type_key(cls: type) -> str:
@@ -149,12 +160,13 @@ class TypeResolver:
     Every other name is refused without importing anything.
     """
 
-    __slots__ = ("_allowed", "_plans", "_references")
+    __slots__ = ("_allowed", "_plans", "_references", "_warned_main")
 
     def __init__(self, allowed_keys: tuple[str, ...]) -> None:
         self._allowed = frozenset(allowed_keys)
         self._plans: dict[str, ClassPlan] = {}
         self._references: dict[str, type] = {}
+        self._warned_main: set[str] = set()  # a class of the running script is warned of once
 
     def plan(self, key: str) -> ClassPlan:
         """Return the plan for the class stored as ``key``.
@@ -180,6 +192,9 @@ class TypeResolver:
         plan = self.plan(key)
         if plan.cls is not cls:
             raise TypeRefusal(f"Class {key!r} is not the class its name resolves to when loading.")
+        if key.startswith(_MAIN + ":") and key not in self._warned_main:
+            self._warned_main.add(key)
+            _LOGGER.warning("A checkpoint holds %r, which may load nowhere else.%s", key, _main_advice(_MAIN))
         return plan
 
     def reference(self, key: str) -> type:
@@ -238,13 +253,16 @@ class TypeResolver:
         if not _NAME.fullmatch(module_name) or not _NAME.fullmatch(qualname):
             raise TypeRefusal(f"{key!r} is not a class name of the form 'module:qualname'.")
         if is_framework_module(module_name):
-            # Framework names resolve only in modules the framework already imported: a payload
-            # never makes this process import a framework submodule.
+            # Framework names resolve only in modules already imported (the codec imports the
+            # framework's own when it is built: framework_modules.py); a payload never makes
+            # this process import a module.
             cls = _find_loaded_class(module_name, qualname)
             if cls is None:
-                raise TypeRefusal(
-                    f"{key!r} is not a class of an imported Agent Framework module; import the package "
-                    "that defines it before loading."
+                raise ClassNotFound(
+                    key,
+                    f"{key!r} is not a class of the installed Agent Framework: the checkpoint was written "
+                    "by a version or a framework package that defines it. Install that version or package "
+                    "(and import the package, if it is not Agent Framework's own) before loading.",
                 )
             return cls
         if key in self._allowed:
@@ -254,18 +272,39 @@ class TypeResolver:
                 raise TypeRefusal(f"{key!r} is allowed, but its module cannot be imported.") from error
             cls = _find_loaded_class(module_name, qualname)
             if cls is None:
-                raise TypeRefusal(f"{key!r} is allowed, but it does not name a class.")
+                raise TypeRefusal(
+                    f"{key!r} is allowed, but it does not name a class.{_main_advice(module_name)}"
+                )
             return cls
         # A registered class was handed to the framework as an object, so its module is loaded;
         # nothing is imported to find out.
         cls = _find_loaded_class(module_name, qualname)
         if cls is not None and is_registered_with_framework(cls):
             return cls
-        raise TypeRefusal(
+        if module_name == _MAIN:
+            raise ClassNotFound(key, f"{key!r} is not allowed.{_main_advice(module_name)}")
+        raise ClassNotFound(
+            key,
             f"{key!r} is not an Agent Framework class and is not allowed. Add it to "
             "MongoDBCheckpointStorageOptions.allowed_checkpoint_types (or register it with "
-            "agent_framework.register_checkpoint_type) if it is one of your checkpoint classes."
+            "agent_framework.register_checkpoint_type) if it is one of your checkpoint classes.",
         )
+
+
+_MAIN: Final = "__main__"
+_LOGGER: Final = logging.getLogger("agent_framework_mongodb")
+
+
+def _main_advice(module_name: str) -> str:
+    """Why a class of the running script cannot be named reliably, for a refusal's message."""
+    if module_name != _MAIN:
+        return ""
+    return (
+        " A class defined in the script Python was started with is named '__main__:...', and that name "
+        "means another module in every other entry point (a worker started differently, a test, the CLI), "
+        "so a checkpoint holding it loads nowhere else. Move the class into a module both import, and list "
+        "it as 'module:QualName' (or the class itself) in allowed_checkpoint_types."
+    )
 
 
 def _nameable_key(cls: type) -> str:

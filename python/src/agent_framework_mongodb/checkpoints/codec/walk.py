@@ -38,6 +38,7 @@ from .rules import (
     PYDANTIC_EXTRA,
     PYDANTIC_FIELDS_SET,
     PYDANTIC_PRIVATE,
+    ClassNotFound,
     ClassPlan,
     TypeRefusal,
     TypeResolver,
@@ -139,7 +140,9 @@ def walk_value(value: object, resolver: TypeResolver) -> Walked:
             ) from None
         raise
     except TypeRefusal as error:
-        raise MongoDBSerializationError(f"Checkpoint state cannot be stored: {error}") from None
+        names = (error.key,) if isinstance(error, ClassNotFound) else ()
+        message = f"Checkpoint state cannot be stored: {error}"
+        raise MongoDBSerializationError(message, class_names=names) from None
     except Exception as error:
         # Only application code (a framework __getstate__, a hash) can raise anything else.
         raise MongoDBSerializationError(

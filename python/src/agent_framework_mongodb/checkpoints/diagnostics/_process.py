@@ -50,9 +50,9 @@ print(json.dumps(result))
 
 _FRAMEWORK = "framework types"
 _FRAMEWORK_FIX = (
-    "Upgrade agent-framework-mongodb-checkpoints to a release whose codec imports the framework's "
-    "workflow modules itself, or have the reading process import them first "
-    "(from agent_framework import WorkflowEvent, WorkflowMessage)."
+    "Install an agent-framework-core release this package supports (README, Compatibility): the codec "
+    "imports the framework's workflow modules itself (ADR 0023), and a module that fails to import is "
+    "skipped: `python -c 'import MODULE'`, with the module the summary names, shows why."
 )
 
 
