@@ -13,6 +13,9 @@ Builds this project's wheel once, downloads Microsoft's pinned wheel from the pa
    - after an uninstall (which removes the shared `__init__.py`), `checkpoints` still imports, and
      `pip install --force-reinstall --no-deps` of the remaining distribution restores its top level.
 3. `pip check` finds the two distributions' dependency ranges compatible.
+4. `doctor`'s installation check (`checkpoints/diagnostics`) says ok, warn or fail in each of those states:
+   ok when this distribution's `__init__.py` is in place, warn when Microsoft's is, fail when an uninstall
+   deleted it.
 
 Any other outcome fails the run. Needs the package index (pip's cache keeps reruns fast).
 """
@@ -59,12 +62,20 @@ probe("ours from agent_framework_mongodb.checkpoints", "agent_framework_mongodb.
 probe("ours from agent_framework_mongodb", "agent_framework_mongodb", ours)
 probe("Microsoft's from agent_framework_mongodb", "agent_framework_mongodb",
       ["MongoDBCollection", "MongoDBSettings", "MongoDBStore", "__version__"])
+# What `doctor` says of the installation (None where this distribution is not installed).
+try:
+    from agent_framework_mongodb.checkpoints.diagnostics import check_installation
+except ImportError:
+    results["doctor installation"] = None
+else:
+    results["doctor installation"] = check_installation().status.value
 print(json.dumps(results))
 """
 
 SUBPACKAGE = "ours from agent_framework_mongodb.checkpoints"
 OURS_TOP = "ours from agent_framework_mongodb"
 THEIRS_TOP = "Microsoft's from agent_framework_mongodb"
+DOCTOR = "doctor installation"
 
 
 def fail(message: str) -> NoReturn:
@@ -126,14 +137,19 @@ class Environment:
     def uninstall(self, distribution: str) -> None:
         self.pip("uninstall", "--yes", distribution)
 
-    def expect(self, step: str, works: set[str]) -> None:
+    def expect(self, step: str, works: set[str], doctor: str | None) -> None:
         results: dict[str, str] = json.loads(run(self.python, "-c", PROBE))
+        said = results.pop(DOCTOR)
+        if said != doctor:
+            fail(f"[{self.name}] after {step}: doctor's installation check says {said}, expected {doctor}")
         for label, outcome in results.items():
             if (outcome == "works") != (label in works):
                 wanted = "works" if label in works else "fails"
                 fail(f"[{self.name}] after {step}: {label} {outcome}, expected it {wanted}")
         self.log.append(
-            f"[{self.name}] {step}: " + "; ".join(f"{k}: {v.split(':')[0]}" for k, v in results.items())
+            f"[{self.name}] {step}: "
+            + "; ".join(f"{k}: {v.split(':')[0]}" for k, v in results.items())
+            + f"; doctor: {said}"
         )
 
     def pip_check(self, step: str) -> None:
@@ -154,24 +170,33 @@ def expected(installed: set[str], owner: str | None) -> set[str]:
     return works
 
 
+def doctor_says(installed: set[str], owner: str | None) -> str | None:
+    """`doctor`'s installation status: ok when this distribution's `__init__.py` is in place, warn when
+    Microsoft's is, fail when an uninstall deleted it; None where this distribution is not installed."""
+    if OURS_DISTRIBUTION not in installed:
+        return None
+    return {OURS_DISTRIBUTION: "ok", MICROSOFT_DISTRIBUTION: "warn", None: "fail"}[owner]
+
+
 def scenario(env: Environment, first: str, second: str) -> list[str]:
     """Install `first` then `second`; uninstall each in turn, repairing the survivor in between."""
     both = {first, second}
     env.install(first)
     env.install(second)
-    env.expect(f"installing {first} then {second}", expected(both, second))
+    env.expect(f"installing {first} then {second}", expected(both, second), doctor_says(both, second))
     env.pip_check("both installed")
     # Uninstalling the last one also removes the shared __init__.py the first one relied on.
     env.uninstall(second)
-    env.expect(f"uninstalling {second}", expected({first}, None))
+    env.expect(f"uninstalling {second}", expected({first}, None), doctor_says({first}, None))
     env.install(first, "--force-reinstall", "--no-deps")
-    env.expect(f"reinstalling {first} alone", expected({first}, first))
+    env.expect(f"reinstalling {first} alone", expected({first}, first), doctor_says({first}, first))
     # Back to both, `second` last again; now uninstall the first one.
     env.install(second, "--no-deps")
     env.uninstall(first)
-    env.expect(f"installing {second} again, uninstalling {first}", expected({second}, None))
+    step = f"installing {second} again, uninstalling {first}"
+    env.expect(step, expected({second}, None), doctor_says({second}, None))
     env.install(second, "--force-reinstall", "--no-deps")
-    env.expect(f"reinstalling {second} alone", expected({second}, second))
+    env.expect(f"reinstalling {second} alone", expected({second}, second), doctor_says({second}, second))
     return env.log
 
 

@@ -15,7 +15,7 @@ import random
 import re
 import urllib.parse
 from collections.abc import Mapping
-from typing import TypeGuard, cast
+from typing import Any, TypeGuard, cast
 
 import pymongo
 from pymongo import AsyncMongoClient
@@ -23,6 +23,7 @@ from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.driver_info import DriverInfo
 from pymongo.errors import PyMongoError
 from pymongo.topology_description import TopologyDescription
+from pymongo.uri_parser import split_options
 
 from ..errors import (
     MongoDBConfigurationError,
@@ -42,6 +43,7 @@ __all__ = [
     "CollectionSource",
     "create_owned_client",
     "resolve_collection",
+    "uri_options",
     "wait_for_server",
 ]
 
@@ -113,13 +115,22 @@ def resolve_collection(
     return CollectionSource(client[database_name][collection_name], owned_client=client)
 
 
-def create_owned_client(connection_string: str) -> CheckpointClient:
-    """Build the ``AsyncMongoClient`` a storage owns. The async client connects lazily: no I/O."""
+def create_owned_client(
+    connection_string: str, *, defaults: Mapping[str, Any] | None = None
+) -> CheckpointClient:
+    """Build the ``AsyncMongoClient`` a storage owns. The async client connects lazily: no I/O.
+
+    ``defaults`` are client options (pymongo's keyword names, such as ``serverSelectionTimeoutMS``)
+    that apply only where the connection string does not set the same option: pymongo lets a
+    keyword win over the URI, so an option the URI names is left out here and the URI's stands.
+    """
     if not _is_nonempty_str(connection_string):
         raise MongoDBConfigurationError("connection_string must be a non-empty str.")
+    given = uri_options(connection_string)
+    extra = {name: value for name, value in (defaults or {}).items() if name.lower() not in given}
     try:
         client: AsyncMongoClient[Document] = AsyncMongoClient(
-            connection_string, driver=DriverInfo(name="agent-framework-mongodb")
+            connection_string, driver=DriverInfo(name="agent-framework-mongodb"), **extra
         )
     except (PyMongoError, ValueError, TypeError) as error:
         # pymongo reports some malformed URIs (a port out of range) as plain ValueError.
@@ -128,6 +139,29 @@ def create_owned_client(connection_string: str) -> CheckpointClient:
             f"({type(error).__name__})."
         ) from error
     return client
+
+
+def uri_options(connection_string: str) -> Mapping[str, Any]:
+    """The options a MongoDB URI sets in its query part, by lower-case name, as pymongo reads
+    them (``serverselectiontimeoutms`` and ``timeoutms`` in seconds); no I/O, no DNS lookup.
+
+    Empty when the URI sets none, or when its options do not parse: pymongo then refuses the URI
+    itself when a client is built from it. Options a ``mongodb+srv`` TXT record adds are not seen
+    (they are limited to ``authSource``, ``replicaSet`` and ``loadBalanced``).
+    """
+    _, separator, rest = connection_string.partition("://")
+    if not separator:
+        return {}
+    # As pymongo splits it: hosts, then "/database?options"; "?options" may follow the hosts directly.
+    hosts, slash, path = rest.partition("/")
+    _, _, text = path.partition("?") if slash else hosts.partition("?")
+    if not text:
+        return {}
+    try:
+        parsed = split_options(text, validate=True, warn=False, normalize=False)
+    except (PyMongoError, ValueError, TypeError):
+        return {}
+    return {str(name).lower(): value for name, value in parsed.items()}
 
 
 _AUTHORITY = re.compile(r"^[A-Za-z0-9+.-]*://([^/?#]*)")

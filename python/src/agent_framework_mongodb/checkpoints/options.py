@@ -35,6 +35,7 @@ __all__ = [
     "MongoDBCheckpointStorageOptions",
     "validate_identifier",
     "validate_operation_timeout",
+    "validate_type_keys",
 ]
 
 DEFAULT_PAGE_SIZE = 100
@@ -167,7 +168,7 @@ class MongoDBCheckpointStorageOptions:
         # Accept any iterable of keys (a list is the natural literal) but store a tuple, so the
         # options stay hashable and immutable.
         object.__setattr__(
-            self, "allowed_checkpoint_types", _validate_type_keys(self.allowed_checkpoint_types)
+            self, "allowed_checkpoint_types", validate_type_keys(self.allowed_checkpoint_types)
         )
         object.__setattr__(self, "signing_keys", _validate_signing_keys(self.signing_keys))
         _validate_accept_unsigned_before(self.accept_unsigned_before, bool(self.signing_keys))
@@ -286,7 +287,8 @@ def _is_exact_int(value: object) -> TypeGuard[int]:
     return type(value) is int
 
 
-def _validate_type_keys(keys: object) -> tuple[str, ...]:
+def validate_type_keys(keys: object) -> tuple[str, ...]:
+    """Return ``allowed_checkpoint_types`` as ``"module:qualname"`` names, or raise naming the bad entry."""
     if isinstance(keys, (str, bytes)) or not isinstance(keys, Iterable):
         raise MongoDBConfigurationError(
             'allowed_checkpoint_types must be an iterable of classes or "module:qualname" strings, '

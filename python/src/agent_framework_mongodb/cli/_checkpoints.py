@@ -12,18 +12,28 @@ from rich.table import Column, Table
 from ..checkpoints import MongoDBCheckpointSummary
 from ._connection import Connection
 from ._errors import run
-from ._options import scope_options
+from ._options import allow_type_option, scope_options
 
 __all__ = ["checkpoints"]
 
 
 async def all_checkpoints(
-    connection: Connection, *, tenant: str, application: str | None, workflow: str, session: str
+    connection: Connection,
+    *,
+    tenant: str,
+    application: str | None,
+    workflow: str,
+    session: str,
+    allowed_types: tuple[str, ...] = (),
 ) -> list[MongoDBCheckpointSummary]:
     """Every checkpoint summary of the run, in sequence order, one bounded page at a time."""
     summaries: list[MongoDBCheckpointSummary] = []
     async with connection.storage(
-        tenant=tenant, application=application, workflow=workflow, session=session
+        tenant=tenant,
+        application=application,
+        workflow=workflow,
+        session=session,
+        allowed_types=allowed_types,
     ) as storage:
         cursor: str | None = None
         while True:
@@ -74,16 +84,32 @@ def checkpoints_table(summaries: list[MongoDBCheckpointSummary]) -> Table:
 @click.command()
 @scope_options
 @click.option("--workflow", required=True, help="The run's workflow.")
+@allow_type_option
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON array instead of a table.")
 @click.argument("session")
 @click.pass_obj
 def checkpoints(  # noqa: PLR0917 - Click passes every option
-    connection: Connection, tenant: str, application: str | None, workflow: str, as_json: bool, session: str
+    connection: Connection,
+    tenant: str,
+    application: str | None,
+    workflow: str,
+    allowed_types: tuple[str, ...],
+    as_json: bool,
+    session: str,
 ) -> None:
-    """List the checkpoints of the run SESSION, oldest first, without reading their payloads."""
+    """List the checkpoints of the run SESSION, oldest first, without reading their payloads.
+
+    --allow-type configures the storage as the run's workers do (each entry is checked to name a
+    class); listing reads envelopes only, so no payload is decoded.
+    """
     summaries = run(
         all_checkpoints(
-            connection, tenant=tenant, application=application, workflow=workflow, session=session
+            connection,
+            tenant=tenant,
+            application=application,
+            workflow=workflow,
+            session=session,
+            allowed_types=allowed_types,
         )
     )
     if as_json:

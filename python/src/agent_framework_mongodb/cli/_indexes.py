@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
+
 import click
 
 from ..checkpoints import ensure_checkpoint_indexes, validate_checkpoint_indexes
 from ._connection import Connection
 from ._errors import run
+from ._options import json_option
 
 __all__ = ["indexes"]
 
@@ -23,15 +26,24 @@ def indexes() -> None:
     default=None,
     help="Seconds the builds may take; none by default (MongoDB aborts a build cut short).",
 )
+@json_option("Print the ensured index names as a JSON array.")
 @click.pass_obj
-def ensure(connection: Connection, timeout: float | None) -> None:
-    """Create the indexes (a deploy-time step); existing identical ones are kept."""
+def ensure(connection: Connection, timeout: float | None, as_json: bool) -> None:
+    """Create the indexes (a deploy-time step); existing identical ones are kept.
+
+    The builds have no deadline unless --timeout is given here (the group's --timeout bounds the
+    wait for a server only): MongoDB aborts a build its deadline cuts short.
+    """
 
     async def ensure_all() -> tuple[str, ...]:
         async with connection.collection_handle() as collection:
             return await ensure_checkpoint_indexes(collection, timeout=timeout)
 
-    for name in run(ensure_all()):
+    names = run(ensure_all())
+    if as_json:
+        click.echo(json.dumps(list(names), indent=2))
+        return
+    for name in names:
         click.echo(f"ensured {name}")
 
 
@@ -42,7 +54,7 @@ def validate(connection: Connection) -> None:
 
     async def validate_all() -> None:
         async with connection.collection_handle() as collection:
-            await validate_checkpoint_indexes(collection)
+            await validate_checkpoint_indexes(collection, timeout=connection.deadlines.operation)
 
     run(validate_all())
     click.echo("All checkpoint indexes are present and match.")

@@ -12,8 +12,8 @@ from rich.console import Console
 from rich.table import Table
 
 from ._connection import Connection
-from ._errors import run
-from ._options import scope_options
+from ._errors import CommandFailure, run
+from ._options import allow_type_option, scope_options
 
 __all__ = ["show"]
 
@@ -75,6 +75,7 @@ def print_summary(summary: dict[str, Any]) -> None:
 @click.command()
 @scope_options
 @click.option("--workflow", required=True, help="The run's workflow.")
+@allow_type_option
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @click.option("--raw", is_flag=True, help="Print the whole decoded checkpoint (its to_dict(), as JSON).")
 @click.argument("session")
@@ -85,20 +86,36 @@ def show(  # noqa: PLR0917 - Click passes every option
     tenant: str,
     application: str | None,
     workflow: str,
+    allowed_types: tuple[str, ...],
     as_json: bool,
     raw: bool,
     session: str,
     checkpoint_id: str,
 ) -> None:
-    """Summarise checkpoint CHECKPOINT_ID of the run SESSION, loaded as a worker would load it."""
+    """Summarise checkpoint CHECKPOINT_ID of the run SESSION, loaded as a worker would load it.
+
+    The application classes the checkpoint holds must be named with --allow-type, as in the
+    workers' allowed_checkpoint_types; Agent Framework's own types need no entry.
+    """
 
     async def load() -> WorkflowCheckpoint:
         async with connection.storage(
-            tenant=tenant, application=application, workflow=workflow, session=session
+            tenant=tenant,
+            application=application,
+            workflow=workflow,
+            session=session,
+            allowed_types=allowed_types,
         ) as storage:
             return await storage.load(checkpoint_id)
 
-    checkpoint = run(load())
+    try:
+        checkpoint = run(load())
+    except CommandFailure as failure:
+        if failure.category != "mapping" or "allowed_checkpoint_types" not in failure.message:
+            raise
+        raise CommandFailure(
+            failure.category, f"{failure.message} Here: --allow-type MODULE:QUALNAME (repeatable)."
+        ) from failure
     if raw:
         click.echo(json.dumps(checkpoint.to_dict(), indent=2, default=repr))
     elif as_json:

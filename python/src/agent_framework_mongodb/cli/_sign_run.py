@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import click
 
 from ..checkpoints import MongoDBCheckpointStorageOptions, MongoDBConfigurationError
@@ -9,7 +11,7 @@ from ..checkpoints.transition import SignRunResult, sign_run
 from ._connection import Connection
 from ._errors import FAILURE_STATUS, CommandFailure, run
 from ._keys import keys_from_environment
-from ._options import scope_options
+from ._options import allow_type_option, json_option, scope_options
 
 __all__ = ["sign_run_command"]
 
@@ -17,13 +19,7 @@ __all__ = ["sign_run_command"]
 @click.command("sign-run")
 @scope_options
 @click.option("--workflow", required=True, help="The run's workflow.")
-@click.option(
-    "--allow-type",
-    "allowed_types",
-    multiple=True,
-    metavar="MODULE:QUALNAME",
-    help="An application class the checkpoints hold (repeatable), as in allowed_checkpoint_types.",
-)
+@allow_type_option
 @click.option(
     "--adopt",
     is_flag=True,
@@ -34,6 +30,7 @@ __all__ = ["sign_run_command"]
     "--exclude", "excluded", multiple=True, metavar="CHECKPOINT", help="A checkpoint to leave as it is."
 )
 @click.option("--yes", is_flag=True, help="Sign; without it, only list what would be signed.")
+@json_option("Print what was (or would be) signed as a JSON object of checkpoint id lists.")
 @click.argument("session")
 @click.pass_obj
 def sign_run_command(  # noqa: PLR0917 - Click passes every option
@@ -45,6 +42,7 @@ def sign_run_command(  # noqa: PLR0917 - Click passes every option
     adopt: bool,
     excluded: tuple[str, ...],
     yes: bool,
+    as_json: bool,
     session: str,
 ) -> None:
     """Sign every live checkpoint of the run SESSION with the first key of
@@ -61,6 +59,7 @@ def sign_run_command(  # noqa: PLR0917 - Click passes every option
             workflow_name=workflow,
             session_id=session,
             allowed_checkpoint_types=allowed_types,
+            operation_timeout=connection.deadlines.operation,
             signing_keys=keys_from_environment(required=True),
         )
     except MongoDBConfigurationError as error:
@@ -71,6 +70,25 @@ def sign_run_command(  # noqa: PLR0917 - Click passes every option
             return await sign_run(collection, options, write=yes, adopt=adopt, exclude=excluded)
 
     result = run(sign())
+    if as_json:
+        click.echo(json.dumps(_result_json(result), indent=2))
+    else:
+        _print_result(result, yes=yes)
+    if result.refused:
+        raise SystemExit(FAILURE_STATUS)
+
+
+def _result_json(result: SignRunResult) -> dict[str, object]:
+    return {
+        "signed": list(result.signed),
+        "already_signed": list(result.already_signed),
+        "refused": list(result.refused),
+        "other_lifetime": list(result.other_lifetime),
+        "written": result.written,
+    }
+
+
+def _print_result(result: SignRunResult, *, yes: bool) -> None:
     verb = "signed" if yes else "would sign"
     for checkpoint_id in result.signed:
         click.echo(f"{verb} {checkpoint_id}")
@@ -86,5 +104,3 @@ def sign_run_command(  # noqa: PLR0917 - Click passes every option
         + ("" if yes or not result.signed else "; pass --yes to sign them")
         + "."
     )
-    if result.refused:
-        raise SystemExit(FAILURE_STATUS)

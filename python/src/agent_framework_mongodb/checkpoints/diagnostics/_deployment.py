@@ -1,0 +1,392 @@
+"""Checks of the deployment: the connection, the server, and the checkpoint collection.
+
+Each check is a small function from what the server answered to a :class:`Check`, so it can be
+tested against any answer; :func:`check_deployment` asks the server (a ping, then five round trips
+under one ``pymongo.timeout``) and runs them. Against the in-process engine
+(``agent_framework_mongodb.testing``), what only a server has (a feature compatibility version, a
+replica set, a cluster-wide write concern) is reported as skipped.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any, Protocol, cast
+
+import pymongo
+from pymongo.errors import OperationFailure, PyMongoError
+
+from ...errors import MongoDBIntegrationError
+from ..connection import wait_for_server
+from ..driver import CheckpointClient, CheckpointCollection
+from ..indexes import CHECKPOINT_INDEXES, ID_INDEX_NAME, collation_conflict, index_differences
+from ._model import Check, Status
+
+__all__ = [
+    "MINIMUM_SERVER",
+    "check_deployment",
+    "collation_check",
+    "connection_check",
+    "feature_compatibility_check",
+    "indexes_check",
+    "is_in_process",
+    "read_preference_check",
+    "server_version_check",
+    "topology_check",
+    "write_concern_check",
+]
+
+MINIMUM_SERVER = (5, 0)
+"""MongoDB 5.0 with featureCompatibilityVersion 5.0 (docs/deployment.md, "Minimum server")."""
+
+_UNAUTHORIZED = 13
+_ENSURE = (
+    "Run `agent-framework-mongodb indexes ensure` (a deploy-time step; see docs/deployment.md, Indexes)."
+)
+_ENGINE = "the in-process engine"
+
+
+class _AdminDatabase(Protocol):
+    async def command(self, command: Mapping[str, Any], /) -> Mapping[str, Any]: ...
+
+
+class _Settings(Protocol):
+    """What pymongo's collections (and the engine's) say of their read preference and write concern."""
+
+    @property
+    def read_preference(self) -> Any: ...
+
+    @property
+    def write_concern(self) -> Any: ...
+
+
+def is_in_process(client: object) -> bool:
+    """Whether ``client`` is this package's in-process engine (told by its module, never imported)."""
+    return type(client).__module__.startswith("agent_framework_mongodb.testing")
+
+
+async def check_deployment(
+    client: CheckpointClient,
+    *,
+    database_name: str,
+    collection_name: str,
+    operation_timeout: float,
+    server_selection_timeout: float,
+) -> list[Check]:
+    """The connection, the server and the collection: every check in order, none raising."""
+    collection = client[database_name][collection_name]
+    in_process = is_in_process(client)
+    connection = await connection_check(collection, timeout=server_selection_timeout, in_process=in_process)
+    if connection.status is Status.FAIL:
+        names = (
+            "server version",
+            "feature compatibility",
+            "topology",
+            "indexes",
+            "collation",
+            "write concern",
+        )
+        skipped = [Check(name, Status.SKIP, "Not checked: no connection.") for name in names]
+        return [connection, *skipped, read_preference_check(_mode(collection))]
+    admin = cast("_AdminDatabase", client["admin"])
+    with pymongo.timeout(operation_timeout):
+        build = await _ask(collection.database.command("buildInfo"))
+        fcv = await _ask(admin.command({"getParameter": 1, "featureCompatibilityVersion": 1}))
+        hello = await _ask(collection.database.command("hello"))
+        listed = await _listed_indexes(collection)
+        default = None if in_process else await _ask(admin.command({"getDefaultRWConcern": 1}))
+    return [
+        connection,
+        server_version_check(build, in_process=in_process),
+        feature_compatibility_check(fcv, in_process=in_process),
+        topology_check(hello, in_process=in_process),
+        indexes_check(listed),
+        collation_check(listed),
+        write_concern_check(_write_concern(collection), default, in_process=in_process),
+        read_preference_check(_mode(collection)),
+    ]
+
+
+async def connection_check(collection: CheckpointCollection, *, timeout: float, in_process: bool) -> Check:
+    """Whether a server answers a ping within ``timeout`` (retrying transient failures)."""
+    try:
+        await wait_for_server(collection.database, timeout=timeout)
+    except MongoDBIntegrationError as error:
+        return Check(
+            "connection",
+            Status.FAIL,
+            str(error),
+            "Check the URI's hosts, credentials and TLS options, and that the server is running.",
+            {"category": error.category},
+        )
+    where = _ENGINE if in_process else "the server"
+    return Check("connection", Status.OK, f"{where[0].upper()}{where[1:]} answered a ping.", None, {})
+
+
+def server_version_check(build: Mapping[str, Any] | PyMongoError, *, in_process: bool = False) -> Check:
+    """MongoDB 5.0 or newer, from ``buildInfo``."""
+    name = "server version"
+    if isinstance(build, PyMongoError):
+        return _unanswered(name, build, "db.runCommand({buildInfo: 1})")
+    version = str(build.get("version", "unknown"))
+    if in_process:
+        return Check(
+            name,
+            Status.OK,
+            f"{_ENGINE.capitalize()}, answering as MongoDB {version}.",
+            None,
+            {"version": version},
+        )
+    numbers = _version_numbers(version)
+    if numbers is None or numbers >= MINIMUM_SERVER:
+        return Check(name, Status.OK, f"MongoDB {version}.", None, {"version": version})
+    return Check(
+        name,
+        Status.FAIL,
+        f"MongoDB {version} is older than 5.0, which the storage needs (update pipelines, three TTL "
+        "indexes on one key).",
+        "Upgrade the server to MongoDB 5.0 or newer (docs/deployment.md, Minimum server).",
+        {"version": version},
+    )
+
+
+def feature_compatibility_check(
+    reply: Mapping[str, Any] | PyMongoError, *, in_process: bool = False
+) -> Check:
+    """featureCompatibilityVersion 5.0 or newer, from ``getParameter``."""
+    name = "feature compatibility"
+    if in_process:
+        return Check(name, Status.SKIP, f"{_ENGINE.capitalize()} has no featureCompatibilityVersion.")
+    if isinstance(reply, PyMongoError):
+        return _unanswered(name, reply, "db.adminCommand({getParameter: 1, featureCompatibilityVersion: 1})")
+    setting: object = reply.get("featureCompatibilityVersion")
+    version = (
+        str(cast("Mapping[str, Any]", setting).get("version"))
+        if isinstance(setting, Mapping)
+        else str(setting)
+    )
+    numbers = _version_numbers(version)
+    if numbers is not None and numbers < MINIMUM_SERVER:
+        return Check(
+            name,
+            Status.FAIL,
+            f"featureCompatibilityVersion {version}: below 5.0 the second and third TTL index on "
+            "expires_at conflict with the first, so indexes ensure fails.",
+            "Raise it with setFeatureCompatibilityVersion (docs/deployment.md, Minimum server).",
+            {"version": version},
+        )
+    return Check(name, Status.OK, f"featureCompatibilityVersion {version}.", None, {"version": version})
+
+
+def topology_check(hello: Mapping[str, Any] | PyMongoError, *, in_process: bool = False) -> Check:
+    """A replica set or a sharded cluster, from ``hello``; a standalone server is a warning."""
+    name = "topology"
+    if in_process:
+        return Check(
+            name,
+            Status.SKIP,
+            f"{_ENGINE.capitalize()}: one process, no replication (production needs a replica set).",
+        )
+    if isinstance(hello, PyMongoError):
+        return _unanswered(name, hello, "db.runCommand({hello: 1})")
+    if hello.get("msg") == "isdbgrid":
+        return Check(name, Status.OK, "A sharded cluster (connected to mongos).", None, {"kind": "sharded"})
+    set_name = hello.get("setName")
+    if set_name is not None:
+        hosts: object = hello.get("hosts", [])
+        arbiters: object = hello.get("arbiters", [])
+        members = len(cast("list[object]", hosts)) if isinstance(hosts, list) else 0
+        voters = len(cast("list[object]", arbiters)) if isinstance(arbiters, list) else 0
+        details: dict[str, object] = {"kind": "replica set", "members": members, "arbiters": voters}
+        arbiter_note = f", {voters} arbiter(s): check the write concern" if voters else ""
+        return Check(
+            name,
+            Status.OK,
+            f"Replica set {set_name!s}, {members} member(s) listed by hello{arbiter_note}.",
+            None,
+            details,
+        )
+    return Check(
+        name,
+        Status.WARN,
+        "A standalone server: no retryable writes and no majority write concern, so a failover or a "
+        "network error can lose a save.",
+        "Run a replica set (for development a single-node one, as compose.yaml starts).",
+        {"kind": "standalone"},
+    )
+
+
+def indexes_check(listed: Mapping[str, Mapping[str, Any]] | PyMongoError) -> Check:
+    """Every required index present with its exact definition, by name (``list_indexes``)."""
+    name = "indexes"
+    if isinstance(listed, PyMongoError):
+        return _unanswered(name, listed, "agent-framework-mongodb indexes validate")
+    missing = [spec.name for spec in CHECKPOINT_INDEXES if spec.name not in listed]
+    different = {
+        spec.name: index_differences(spec, listed[spec.name])
+        for spec in CHECKPOINT_INDEXES
+        if spec.name in listed and index_differences(spec, listed[spec.name])
+    }
+    details: dict[str, object] = {"missing": missing, "different": different}
+    if not missing and not different:
+        return Check(
+            name,
+            Status.OK,
+            f"All {len(CHECKPOINT_INDEXES)} checkpoint indexes exist as defined.",
+            None,
+            details,
+        )
+    problems: list[str] = []
+    if missing:
+        problems.append(f"missing {', '.join(missing)}")
+    if different:
+        problems.append(
+            "different " + ", ".join(f"{index} ({', '.join(fields)})" for index, fields in different.items())
+        )
+    unique = [spec.name for spec in CHECKPOINT_INDEXES if spec.unique and spec.name in missing]
+    consequence = (
+        f"; without {' and '.join(unique)} saves are neither idempotent nor ordered" if unique else ""
+    )
+    fix = _ENSURE if not different else f"Drop {', '.join(different)}, then: {_ENSURE}"
+    return Check(name, Status.FAIL, f"Indexes {'; '.join(problems)}{consequence}.", fix, details)
+
+
+def collation_check(listed: Mapping[str, Mapping[str, Any]] | PyMongoError) -> Check:
+    """No default collation on the collection (its ``_id_`` index would take it)."""
+    name = "collation"
+    if isinstance(listed, PyMongoError):
+        return _unanswered(name, listed, "db.getCollectionInfos()")
+    if ID_INDEX_NAME not in listed:
+        return Check(
+            name,
+            Status.OK,
+            "The collection does not exist yet; indexes ensure creates it without a default collation.",
+        )
+    conflict = collation_conflict(listed)
+    if conflict is None:
+        return Check(name, Status.OK, "The collection has the simple (binary) collation.")
+    return Check(
+        name,
+        Status.FAIL,
+        conflict.split(". ")[0] + ".",
+        "A default collation cannot be changed: use a new collection created without one "
+        "(--collection, collection_name), then run indexes ensure.",
+        {"collation": dict(cast("Mapping[str, Any]", listed[ID_INDEX_NAME].get("collation", {})))},
+    )
+
+
+def write_concern_check(
+    client_setting: Mapping[str, Any],
+    server_default: Mapping[str, Any] | PyMongoError | None,
+    *,
+    in_process: bool = False,
+) -> Check:
+    """Acknowledged writes, ideally ``w: "majority"``: the client's own write concern (from the URI or
+    the client), else the cluster's default (``getDefaultRWConcern``)."""
+    name = "write concern"
+    majority = 'Set w=majority in the URI (docs/deployment.md, "Write concern and read concern").'
+    if "w" in client_setting:
+        return _write_concern_of(client_setting["w"], "the client's", majority)
+    if in_process:
+        return Check(name, Status.OK, f"The driver's default; {_ENGINE} acknowledges every write.")
+    if isinstance(server_default, PyMongoError):
+        return Check(
+            name,
+            Status.WARN,
+            f"The client sets none, and the cluster's default could not be read ({_reason(server_default)}).",
+            majority,
+        )
+    default: object = None if server_default is None else server_default.get("defaultWriteConcern")
+    w: object = cast("Mapping[str, Any]", default).get("w") if isinstance(default, Mapping) else None
+    source = None if server_default is None else server_default.get("defaultWriteConcernSource")
+    return _write_concern_of(
+        "majority" if w is None else w, f"the cluster's {source or 'implicit'} default", majority
+    )
+
+
+def _write_concern_of(w: object, whose: str, majority: str) -> Check:
+    name = "write concern"
+    if w == 0:
+        return Check(
+            name,
+            Status.FAIL,
+            f"w=0 ({whose}): unacknowledged writes, which the storage refuses.",
+            majority,
+            {"w": 0},
+        )
+    if w == 1:
+        return Check(
+            name,
+            Status.WARN,
+            f"w=1 ({whose}): a save that returned is rolled back if the primary fails before a "
+            "secondary has it.",
+            majority,
+            {"w": 1},
+        )
+    return Check(name, Status.OK, f"w={w} ({whose}).", None, {"w": w})
+
+
+def read_preference_check(mode: str) -> Check:
+    """The storage reads the primary whatever the client's read preference; another is a warning."""
+    name = "read preference"
+    if mode == "primary":
+        return Check(name, Status.OK, "primary.", None, {"mode": mode})
+    return Check(
+        name,
+        Status.WARN,
+        f"{mode}: the storage still reads the primary (read-your-writes), so it cannot read while the "
+        "primary is down; the setting applies only to other uses of the client.",
+        "Drop readPreference from the URI the storage uses, or keep it knowingly (docs/deployment.md).",
+        {"mode": mode},
+    )
+
+
+async def _ask(reply: Any) -> Mapping[str, Any] | PyMongoError:
+    try:
+        answer: Mapping[str, Any] = await reply
+    except PyMongoError as error:
+        return error
+    return answer
+
+
+async def _listed_indexes(collection: CheckpointCollection) -> Mapping[str, Mapping[str, Any]] | PyMongoError:
+    try:
+        cursor = await collection.list_indexes()
+        return {str(index.get("name")): index for index in await cursor.to_list(None)}
+    except PyMongoError as error:
+        return error
+
+
+def _write_concern(collection: CheckpointCollection) -> Mapping[str, Any]:
+    document: object = getattr(cast("_Settings", collection).write_concern, "document", {})
+    return cast("Mapping[str, Any]", document) if isinstance(document, Mapping) else {}
+
+
+def _mode(collection: CheckpointCollection) -> str:
+    document: object = getattr(cast("_Settings", collection).read_preference, "document", {})
+    mode: object = cast("Mapping[str, Any]", document).get("mode") if isinstance(document, Mapping) else None
+    return str(mode or "primary")
+
+
+def _unanswered(name: str, error: PyMongoError, by_hand: str) -> Check:
+    unauthorized = isinstance(error, OperationFailure) and error.code == _UNAUTHORIZED
+    return Check(
+        name,
+        Status.WARN,
+        f"Not checked: {_reason(error)}.",
+        f"Check by hand with {by_hand}" + (" as a user allowed to run it." if unauthorized else "."),
+        {"error": type(error).__name__},
+    )
+
+
+def _reason(error: PyMongoError) -> str:
+    if isinstance(error, OperationFailure):
+        if error.code == _UNAUTHORIZED:
+            return "not authorized"
+        return f"the server refused it (code {error.code})"
+    return f"the driver failed ({type(error).__name__})"
+
+
+def _version_numbers(version: str) -> tuple[int, int] | None:
+    match = re.match(r"(\d+)\.(\d+)", version)
+    return None if match is None else (int(match.group(1)), int(match.group(2)))
