@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
+from decimal import Decimal
 
 import pytest
 
@@ -55,6 +57,39 @@ async def test_same_id_with_different_state_conflicts_and_keeps_the_original(
 
     assert await raw_checkpoints(collection) == [stored]
     assert checkpoint_dict(await storage.load("cp-conflict")) == checkpoint_dict(original)
+
+
+_NOON_UTC = dt.datetime(2024, 1, 1, 12, tzinfo=dt.timezone.utc)
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        (1, True),
+        (0.0, -0.0),
+        (Decimal("1.0"), Decimal("1.00")),
+        (1, 1.0),
+        (_NOON_UTC, _NOON_UTC.astimezone(dt.timezone(dt.timedelta(hours=1)))),
+        (_NOON_UTC, _NOON_UTC.replace(tzinfo=dt.timezone(dt.timedelta(0), "UTC"))),
+    ],
+    ids=["int-bool", "float-sign", "decimal-exponent", "int-float", "datetime-offset", "timezone-name"],
+)
+async def test_same_id_with_an_equal_but_other_dict_key_conflicts(
+    collection: InMemoryCollection, storage: MongoDBCheckpointStorage, first: object, second: object
+) -> None:
+    # The keys are == and hash alike, yet a load restores each as saved: other content. The earlier
+    # dict with the same key is where a save's cache took one key for the other (issue 19), so the
+    # second save passed for an identical retry and kept the first content without a conflict.
+    original = make_checkpoint("cp-exact", state={"a": {first: "v"}, "b": {first: "v"}})
+    await storage.save(original)
+    (stored,) = await raw_checkpoints(collection)
+
+    with pytest.raises(MongoDBConcurrencyError):
+        await storage.save(make_checkpoint("cp-exact", state={"a": {first: "v"}, "b": {second: "v"}}))
+
+    assert await raw_checkpoints(collection) == [stored]
+    loaded = await storage.load("cp-exact")
+    assert [repr(key) for key in loaded.state["b"]] == [repr(first)]
 
 
 async def test_same_id_with_a_different_parent_conflicts(

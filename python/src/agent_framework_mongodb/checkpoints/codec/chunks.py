@@ -239,19 +239,24 @@ class _Framed:
 def _leaf_pickle(parts: Sequence[object]) -> bytes:
     """One pickle of a leaf's elements in which equal strings and bytes are one object, so that
     the bytes depend on the elements' value alone (see the module's docstring)."""
-    shared: dict[object, object] = {}
+    # One table per type: "a" and b"a" hash alike, and comparing them warns (raises, under -bb).
+    # Exact types only, so equal entries of a table are the same value.
+    texts: dict[str, str] = {}
+    data: dict[bytes, bytes] = {}
 
     def canonical(node: object) -> object:
         cls = _type_of(node)
-        if cls is str or cls is bytes:
-            return shared.setdefault(node, node)
+        if cls is str:
+            return texts.setdefault(cast("str", node), cast("str", node))
+        if cls is bytes:
+            return data.setdefault(cast("bytes", node), cast("bytes", node))
         if cls is list:
             return [canonical(item) for item in cast("list[Any]", node)]
         if cls is tuple:
             return tuple(canonical(item) for item in cast("tuple[Any, ...]", node))
         if cls is dict:
             return {
-                shared.setdefault(key, key): canonical(item)
+                texts.setdefault(key, key): canonical(item)
                 for key, item in cast("dict[str, Any]", node).items()
             }
         return node

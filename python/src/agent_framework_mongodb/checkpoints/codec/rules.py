@@ -46,6 +46,7 @@ __all__ = [
     "TypeRefusal",
     "TypeResolver",
     "check_attribute_names",
+    "check_metaclass",
     "is_framework_module",
     "is_mapping_class",
     "is_protocol_name",
@@ -240,7 +241,7 @@ class TypeResolver:
         Raises:
             TypeRefusal: As :meth:`reference`, or the name leads to another class.
         """
-        standard = _STANDARD_KEYS.get(cls)
+        standard = _STANDARD_KEYS.get(id(cls))
         if standard is not None:
             return standard
         key = _nameable_key(cls)
@@ -321,6 +322,26 @@ def _allowed_metaclasses() -> frozenset[type]:
     if isinstance(base_model, type):
         metaclasses.add(type(base_model))
     return frozenset(metaclasses)
+
+
+def check_metaclass(cls: type) -> None:
+    """Refuse a class whose metaclass is not one the codec allows, before anything touches it.
+
+    Hashing, comparing or reading a name of a class runs its metaclass's code; the save walk
+    asks this first, so only the allowed metaclasses' (the interpreter's, abc's, enum's, typing's,
+    pydantic's) ever runs. Both names are read through ``type``'s own descriptors.
+
+    Raises:
+        TypeRefusal: The class's metaclass is another one.
+    """
+    metaclass = type(cls)
+    if metaclass is type or any(metaclass is allowed for allowed in _allowed_metaclasses()):
+        return
+    raise TypeRefusal(
+        f"{_TYPE_MODULE.__get__(cls)}:{_TYPE_QUALNAME.__get__(cls)} has the metaclass "
+        f"{_TYPE_MODULE.__get__(metaclass)}:{_TYPE_QUALNAME.__get__(metaclass)}; only classes of type, "
+        "abc.ABCMeta, enum.EnumMeta, typing's protocol metaclass or pydantic's are stored"
+    )
 
 
 def _is_metaclass(cls: type) -> bool:
@@ -664,4 +685,7 @@ def _standard_references() -> dict[str, type]:
 STANDARD_REFERENCES: Final[Mapping[str, type]] = _standard_references()
 """Built-in and standard-library value classes a checkpoint may name as class objects."""
 
-_STANDARD_KEYS: Final[Mapping[type, str]] = {cls: key for key, cls in STANDARD_REFERENCES.items()}
+_STANDARD_KEYS: Final[Mapping[int, str]] = {id(cls): key for key, cls in STANDARD_REFERENCES.items()}
+"""Stored names of :data:`STANDARD_REFERENCES` by ``id`` of the class: looked up by the class, a
+class whose metaclass calls it equal to ``int`` would be stored as ``int``. The classes live as long
+as the process, so their ids are never reused."""

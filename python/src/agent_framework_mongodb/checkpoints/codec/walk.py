@@ -14,14 +14,17 @@ values that ignores dict insertion order, set iteration order and ``PYTHONHASHSE
 
 The walk reads instance state only through the descriptors a :class:`~.rules.ClassPlan`
 vetted, never through ``getattr``. The only code of a value's class it can run is the
-``__getstate__`` of Agent Framework types (which leaves runtime-only fields out) and, as any
-dict lookup does, the ``__hash__`` of a dict key, which is refused right after unless hashing it
-runs no application code. Whatever that code raises becomes a ``MongoDBSerializationError``.
+``__getstate__`` of Agent Framework types (which leaves runtime-only fields out); whatever that
+raises becomes a ``MongoDBSerializationError``. It hashes or compares a dict key, set member or
+attribute name only once the identity of its type shows that the interpreter's or the standard
+library's code does that, so a key's own ``__hash__`` or ``__eq__`` never runs (such a key is
+refused), and it looks classes up by ``id``, never hashing them.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import enum
 import math
 import pathlib
 import struct
@@ -43,6 +46,7 @@ from .rules import (
     TypeRefusal,
     TypeResolver,
     check_attribute_names,
+    check_metaclass,
     is_mapping_class,
     pydantic_slot_problem,
 )
@@ -102,11 +106,20 @@ _NONE: Final = b"N"
 _EMPTY: Final = b"d\x00\x00\x00\x00"
 _PAIR: Final = 2
 
-_SCALAR_KEYS: Final = frozenset({str, int, float, bool, bytes, type(None)})
-_HASHABLE_STANDARD: Final = frozenset(
-    {_dt.date, _dt.datetime, _dt.time, _dt.timedelta, _dt.timezone, Decimal, uuid.UUID, zoneinfo.ZoneInfo}
-    | set(PATH_CLASSES.values())
-)
+_Entry = tuple[bytes, bytes, int]
+"""A dict entry's place in canonical order: (encoded key, encoded key + None, position)."""
+
+# Classes are looked up by id() wherever the walk dispatches on them: a dict lookup by the
+# class would run its metaclass's __hash__ and __eq__, and a class whose metaclass calls it equal
+# to Decimal (or to an allowed class) would be encoded as that class. These are module-level
+# classes, alive as long as the process, so their ids are never reused.
+_HASH_SAFE_CLASSES: Final = frozenset(
+    id(cls)
+    for cls in (
+        str, int, float, bool, bytes, type(None), _dt.date, _dt.datetime, _dt.time, _dt.timedelta,
+        _dt.timezone, Decimal, uuid.UUID, zoneinfo.ZoneInfo, *PATH_CLASSES.values(),
+    )
+)  # fmt: skip
 
 
 class Walked:
@@ -144,7 +157,7 @@ def walk_value(value: object, resolver: TypeResolver) -> Walked:
         message = f"Checkpoint state cannot be stored: {error}"
         raise MongoDBSerializationError(message, class_names=names) from None
     except Exception as error:
-        # Only application code (a framework __getstate__, a hash) can raise anything else.
+        # Only a framework __getstate__, the one hook the walk calls, raises anything else.
         raise MongoDBSerializationError(
             f"Reading checkpoint state raised {type(error).__name__}; the checkpoint was not stored."
         ) from error
@@ -181,6 +194,14 @@ def _text(text: str) -> bytes:
     return _length(len(data)) + data
 
 
+def _exact_strs(items: tuple[object, ...]) -> bool:
+    """Whether every item is exactly a ``str`` (by the type's identity, so no code of it runs)."""
+    for item in items:  # noqa: SIM110 - all() of a generator costs twice as much per object
+        if type(item) is not str:
+            return False
+    return True
+
+
 def check_hash_collisions(members: list[Any] | tuple[Any, ...], kind: str) -> None:
     """Refuse a container whose members share hash values beyond :data:`MAX_HASH_COLLISIONS`."""
     if len(members) - len({hash(member) for member in members}) > MAX_HASH_COLLISIONS:
@@ -198,16 +219,19 @@ class _Walker:
     """
 
     __slots__ = (
-        "_active", "_identities", "_orders", "_placed", "_plans", "_resolver", "_texts",
+        "_active", "_identities", "_member_names", "_orders", "_placed", "_plans", "_resolver", "_texts",
         "encode", "encode_dict", "encode_sequence", "encode_text",
     )  # fmt: skip
 
     def __init__(self, resolver: TypeResolver) -> None:
         self._resolver = resolver
         self._texts: dict[str, bytes] = {}
-        self._orders: dict[tuple[Any, ...], tuple[tuple[tuple[bytes, bytes, int], ...], bool]] = {}
-        self._plans: dict[type, ClassPlan] = {}
-        self._identities: dict[type, bytes] = {}
+        self._orders: dict[tuple[str, ...], tuple[_Entry, ...]] = {}
+        # Keyed by id(cls), as _HASH_SAFE_CLASSES is; each plan holds its class, so the id of a
+        # class in these caches stays its own for the whole walk.
+        self._plans: dict[int, ClassPlan] = {}
+        self._identities: dict[int, bytes] = {}
+        self._member_names: dict[int, dict[int, str]] = {}
         self._active: set[int] = set()
         # Containers of the value placed in the tree as they are; one reached again is copied.
         self._placed: set[int] = set()
@@ -296,7 +320,7 @@ class _Walker:
                 return ("a", bytes(value))
             if cls is set or cls is frozenset:
                 return self.encode_members(value, out, cls is set)
-            standard = standard_encoders.get(cls)
+            standard = standard_encoders.get(id(cls))
             if standard is not None:
                 return standard(self, value, out)
             if issubclass(cls, type):
@@ -323,38 +347,43 @@ class _Walker:
                     nodes[position] = node
             return value if nodes is None else nodes
 
-        def key_order(mapping: dict[Any, Any]) -> tuple[tuple[tuple[bytes, bytes, int], ...], bool]:
-            """(encoded key, encoded key + None, position) sorted by encoded key; whether all keys are str.
-
-            Cached by the key tuple: object state and JSON-like dicts repeat the same str keys
-            thousands of times. The lookup hashes the keys, as any dict lookup would; a key whose
-            class defines its own ``__hash__`` is refused right after (``mapping_record``), and
-            keying the cache by identities instead cost 8 ms of 55 at 2,000 messages.
-            """
-            keys = tuple(mapping)
-            cached = orders.get(keys)
-            if cached is not None:
-                return cached
+        def sorted_entries(keys: tuple[Any, ...]) -> tuple[_Entry, ...]:
             encoded: dict[bytes, int] = {}
-            all_text = True
             for position, key in enumerate(keys):
                 if type(key) is str:
                     key_bytes = encode_text(key)
                 else:
-                    all_text = False
                     buffer = bytearray()
                     encode(key, buffer)
                     key_bytes = bytes(buffer)
                 encoded[key_bytes] = position
             if len(encoded) != len(keys):
                 _fail_duplicate("dict")
-            order = tuple(
+            return tuple(
                 (key_bytes, key_bytes + _NONE, position) for key_bytes, position in sorted(encoded.items())
             )
-            orders[keys] = (order, all_text)
-            return order, all_text
 
-        def encode_dict(mapping: dict[Any, Any], out: bytearray) -> Any:
+        def key_order(keys: tuple[Any, ...], text_keys: bool) -> tuple[tuple[_Entry, ...], bool]:
+            """Entries (encoded key, encoded key + None, position) sorted by encoded key; whether
+            every key is an exact ``str`` (which ``text_keys`` says the caller already checked).
+
+            Object state and JSON-like dicts repeat the same str keys thousands of times, so their
+            orders are cached by the key tuple. Only tuples of exact ``str``: a lookup matches by
+            equality, and equal keys of other types (``1``, ``True`` and ``1.0``; ``0.0`` and
+            ``-0.0``; Decimal exponents; one instant at two offsets; a str enum member and its
+            text) encode apart. The types are checked before the lookup, so it hashes and compares
+            only ``str``s and a key's own ``__hash__`` or ``__eq__`` never runs.
+            """
+            if not text_keys:
+                for key in keys:
+                    if type(key) is not str:
+                        return sorted_entries(keys), False
+            order = orders.get(keys)
+            if order is None:
+                order = orders[keys] = sorted_entries(keys)
+            return order, True
+
+        def encode_dict(mapping: dict[Any, Any], out: bytearray, text_keys: bool = False) -> Any:
             marker = id(mapping)
             if marker in active:
                 _fail_cycle()
@@ -367,7 +396,7 @@ class _Walker:
             nodes: list[Any] | None = None
             all_text = True
             if values:
-                order, all_text = key_order(mapping)
+                order, all_text = key_order(tuple(mapping), text_keys)
                 for key_bytes, key_and_none, position in order:
                     item = values[position]
                     # None and str dominate checkpoint state; encode them without a call.
@@ -445,7 +474,7 @@ class _Walker:
     def is_hash_safe(self, value: Any) -> bool:
         """Whether hashing ``value`` (on load, to rebuild a set or dict) runs no application code."""
         cls = _type_of(value)
-        if cls in _SCALAR_KEYS or cls in _HASHABLE_STANDARD or issubclass(cls, type):
+        if id(cls) in _HASH_SAFE_CLASSES or issubclass(cls, type):
             return True
         if cls is tuple or cls is frozenset:
             return all(self.is_hash_safe(item) for item in value)
@@ -457,20 +486,23 @@ class _Walker:
     # -- classes and instances --------------------------------------------------------------
 
     def plan(self, cls: type) -> ClassPlan:
-        plan = self._plans.get(cls)
+        plan = self._plans.get(id(cls))
         if plan is None:
+            # Before anything hashes the class or reads its names: that would run its metaclass.
+            check_metaclass(cls)
             if is_mapping_class(cls):
                 # Said before "not allowed": no listing could make a mapping storable.
                 raise TypeRefusal(
                     f"{cls.__module__}:{cls.__qualname__} is a mapping class; only exact dict is stored. "
                     "Convert it to a plain dict first."
                 )
-            plan = self._plans[cls] = self._resolver.plan_of(cls)
+            plan = self._plans[id(cls)] = self._resolver.plan_of(cls)
         return plan
 
     def encode_class(self, value: type, out: bytearray) -> Any:
         # A class object (a request's response type, say) is stored by name; the resolver
         # decides which names may be stored, exactly as it decides on load.
+        check_metaclass(value)
         key = self._resolver.reference_key(value)
         out += b"c"
         out += _text(key)
@@ -478,13 +510,11 @@ class _Walker:
 
     def encode_instance(self, value: Any, cls: type, out: bytearray) -> Any:
         plan = self.plan(cls)
-        identity = self._identities.get(cls)
+        identity = self._identities.get(id(cls))
         if identity is None:
-            identity = self._identities[cls] = _text(plan.key)
+            identity = self._identities[id(cls)] = _text(plan.key)
         if plan.kind == KIND_ENUM:
-            name = value.name
-            if plan.members.get(name) is not value:
-                raise TypeRefusal(f"{plan.key!r} value {value!r} is not a single named member.")
+            name = self.member_name(value, plan)
             out += b"e"
             out += identity
             out += _text(name)
@@ -499,16 +529,38 @@ class _Walker:
         instance_state, slot_state = self.read_state(value, plan)
         out += b"o"
         out += identity
-        instance_node = self.encode_state(instance_state, out)
+        # Exact str names (read_state), so the key-order lookup need not check them again.
+        instance_node = self.encode_state(instance_state, out, text_names=True)
         slot_node = self.encode_state(slot_state, out)
         self._active.discard(marker)
         return ("o", plan.key, instance_node, slot_node)
 
-    def encode_state(self, state: dict[str, Any] | None, out: bytearray) -> Any:
+    def member_name(self, member: enum.Enum, plan: ClassPlan) -> str:
+        """The name the rebuild finds ``member`` by, found by identity among the class's members.
+
+        Never ``member.name``: an enum may define its own ``name``, and a name looked up in the
+        members by equality could be a str subclass that only compares equal (so only exact
+        ``str`` names count).
+        """
+        names = self._member_names.get(id(plan.cls))
+        if names is None:
+            names = self._member_names[id(plan.cls)] = {}
+            for candidate_name, candidate in plan.members.items():
+                # __members__ lists a member's own name before the aliases bound to it.
+                if type(candidate_name) is str:
+                    names.setdefault(id(candidate), candidate_name)
+        name = names.get(id(member))
+        if name is None:
+            raise TypeRefusal(
+                f"{plan.key!r} value is not a single named member (a combination of flags, say)."
+            )
+        return name
+
+    def encode_state(self, state: dict[str, Any] | None, out: bytearray, text_names: bool = False) -> Any:
         if state is None:
             out += _EMPTY
             return None
-        node = self.encode_dict(state, out)
+        node = self.encode_dict(state, out, text_names)
         if type(node) is not dict:
             raise TypeRefusal("an instance's attributes must have str names")
         return cast(Any, node)
@@ -516,13 +568,17 @@ class _Walker:
     def read_state(self, value: Any, plan: ClassPlan) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
         """Return (instance dict, slot values) exactly as the rebuild will write them back.
 
+        Every name of the instance dict returned is an exact ``str``: checked here, or, for a
+        framework class, one its ``__getstate__`` copied from the checked instance dict.
+
         The instance dict's names are vetted before any code of the value runs: a framework
         ``__getstate__`` is looked up through the instance, and reads ``self`` too.
         """
         instance_dict = None if plan.instance_dict is None else plan.instance_dict.__get__(value)
         if instance_dict:
             names = tuple(instance_dict)
-            if names not in plan.clean_names:
+            # Exact str names first: the lookup would hash and compare a str subclass its own way.
+            if not _exact_strs(names) or names not in plan.clean_names:
                 check_attribute_names(plan, names)
         slots: dict[str, Any] | None = None
         if plan.slots:
@@ -535,7 +591,8 @@ class _Walker:
         if plan.framework_state:
             state, slot_state = _framework_state(value, plan, instance_dict, slots)
             # The stored dict holds every name of the instance dict, so one of the same size
-            # holds the same names; a larger one has names __getstate__ added, vetted here.
+            # holds the same names (Agent Framework copies the instance dict's own str objects);
+            # a larger one has names __getstate__ added, vetted here.
             if state and len(state) != len(instance_dict or ()):
                 check_attribute_names(plan, tuple(state))
             return state, slot_state
@@ -703,8 +760,11 @@ def _encode_timezone(walker: _Walker, value: _dt.timezone, out: bytearray) -> An
     out += _TIMEDELTA(offset.days, offset.seconds, offset.microseconds)
     if name is None:
         out += _NONE
-    else:
+    elif type(name) is str:
         out += walker.encode_text(name)
+    else:
+        # Its own __hash__ and __eq__ would run in the text cache, and the load has no such name.
+        raise TypeRefusal("a time zone name that is a str subclass is not stored; name the zone with a str")
     return ("z", offset.days, offset.seconds, offset.microseconds, name)
 
 
@@ -755,14 +815,19 @@ def _encode_path(walker: _Walker, value: pathlib.PurePath, out: bytearray) -> An
 
 _StandardEncoder = Callable[[_Walker, Any, bytearray], Any]
 
-_STANDARD_ENCODERS: Final[dict[type, _StandardEncoder]] = {
-    _dt.datetime: _encode_datetime,
-    _dt.date: _encode_date,
-    _dt.time: _encode_time,
-    _dt.timedelta: _encode_timedelta,
-    _dt.timezone: _encode_timezone,
-    zoneinfo.ZoneInfo: _encode_zoneinfo,
-    Decimal: _encode_decimal,
-    uuid.UUID: _encode_uuid,
-    **dict.fromkeys(PATH_CLASSES.values(), _encode_path),
+_STANDARD_ENCODER_CLASSES: Final[tuple[tuple[type, _StandardEncoder], ...]] = (
+    (_dt.datetime, _encode_datetime),
+    (_dt.date, _encode_date),
+    (_dt.time, _encode_time),
+    (_dt.timedelta, _encode_timedelta),
+    (_dt.timezone, _encode_timezone),
+    (zoneinfo.ZoneInfo, _encode_zoneinfo),
+    (Decimal, _encode_decimal),
+    (uuid.UUID, _encode_uuid),
+    *((path_class, _encode_path) for path_class in PATH_CLASSES.values()),
+)
+
+_STANDARD_ENCODERS: Final[dict[int, _StandardEncoder]] = {
+    id(cls): encoder for cls, encoder in _STANDARD_ENCODER_CLASSES
 }
+"""Encoders of the standard classes, by ``id`` of the class (see ``_HASH_SAFE_CLASSES``)."""
