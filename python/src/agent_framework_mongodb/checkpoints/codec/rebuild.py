@@ -43,6 +43,7 @@ from .rules import (
     ClassPlan,
     TypeRefusal,
     TypeResolver,
+    all_not_found,
     check_attribute_names,
     pydantic_slot_problem,
 )
@@ -60,8 +61,6 @@ _EXTENSION_OPCODES: Final = frozenset({"EXT1", "EXT2", "EXT4"})
 _EXTENSION_REGISTRY: Final = cast("dict[object, object]", getattr(copyreg, "_extension_registry"))  # noqa: B009
 _EXTENSION_CACHE: Final = cast("dict[object, object]", getattr(copyreg, "_extension_cache"))  # noqa: B009
 _UUID_BYTES: Final = 16
-_LISTED_MISSING: Final = 20
-"""Most class names one refusal lists; the count says how many more there were."""
 COPY_FACTOR: Final = 4
 COPY_ALLOWANCE: Final = 1 << 20
 """Records may copy at most ``COPY_FACTOR`` times the payload's size, plus ``COPY_ALLOWANCE``
@@ -269,15 +268,7 @@ class _Rebuild:
         """Raise one refusal naming every class the tree names that this process cannot use."""
         if not self._missing:
             return
-        refusals = list(self._missing.values())
-        if len(refusals) == 1:
-            raise refusals[0]
-        names = ", ".join(repr(key) for key in list(self._missing)[:_LISTED_MISSING])
-        more = len(refusals) - _LISTED_MISSING
-        raise TypeRefusal(
-            f"{len(refusals)} classes it names are not available here: {names}"
-            f"{f' and {more} more' if more > 0 else ''}. The first: {refusals[0]}"
-        )
+        raise all_not_found(self._missing)
 
     def descend(self) -> None:
         self._depth += 1

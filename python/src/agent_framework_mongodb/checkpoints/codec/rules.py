@@ -45,6 +45,7 @@ __all__ = [
     "ClassPlan",
     "TypeRefusal",
     "TypeResolver",
+    "all_not_found",
     "check_attribute_names",
     "check_metaclass",
     "is_framework_module",
@@ -85,6 +86,24 @@ class ClassNotFound(TypeRefusal):
     def __init__(self, key: str, message: str) -> None:
         super().__init__(message)
         self.key = key
+
+
+LISTED_NOT_FOUND: Final = 20
+"""Most class names one refusal lists; the count says how many more there were."""
+
+
+def all_not_found(refusals: Mapping[str, ClassNotFound]) -> TypeRefusal:
+    """One refusal naming every class of ``refusals`` (by name, in the order they were met), so a
+    save or a load reports all the classes a deployment lacks at once, not one per attempt."""
+    found = list(refusals.values())
+    if len(found) == 1:
+        return found[0]
+    names = ", ".join(repr(key) for key in list(refusals)[:LISTED_NOT_FOUND])
+    more = len(found) - LISTED_NOT_FOUND
+    return TypeRefusal(
+        f"{len(found)} classes it names are not available here: {names}"
+        f"{f' and {more} more' if more > 0 else ''}. The first: {found[0]}"
+    )
 
 
 def type_key(cls: type) -> str:

@@ -45,6 +45,7 @@ from .rules import (
     ClassPlan,
     TypeRefusal,
     TypeResolver,
+    all_not_found,
     check_attribute_names,
     check_metaclass,
     is_mapping_class,
@@ -144,8 +145,10 @@ def walk_value(value: object, resolver: TypeResolver) -> Walked:
             allows, or a value of an unsupported type.
     """
     out = bytearray(CANONICAL_HEADER)
+    walker = _Walker(resolver)
     try:
-        tree = _Walker(resolver).encode(value, out)
+        tree = walker.encode(value, out)
+        walker.require_all_found()
     except (MongoDBMappingError, RecursionError) as error:
         if isinstance(error, RecursionError):
             raise MongoDBMappingError(
@@ -153,7 +156,9 @@ def walk_value(value: object, resolver: TypeResolver) -> Walked:
             ) from None
         raise
     except TypeRefusal as error:
-        names = (error.key,) if isinstance(error, ClassNotFound) else ()
+        names = tuple(walker.not_found)
+        if isinstance(error, ClassNotFound) and error.key not in walker.not_found:
+            names += (error.key,)
         message = f"Checkpoint state cannot be stored: {error}"
         raise MongoDBSerializationError(message, class_names=names) from None
     except Exception as error:
@@ -220,7 +225,7 @@ class _Walker:
 
     __slots__ = (
         "_active", "_identities", "_member_names", "_orders", "_placed", "_plans", "_resolver", "_texts",
-        "encode", "encode_dict", "encode_sequence", "encode_text",
+        "encode", "encode_dict", "encode_sequence", "encode_text", "not_found",
     )  # fmt: skip
 
     def __init__(self, resolver: TypeResolver) -> None:
@@ -235,6 +240,9 @@ class _Walker:
         self._active: set[int] = set()
         # Containers of the value placed in the tree as they are; one reached again is copied.
         self._placed: set[int] = set()
+        # Classes this process may not store, by name: the walk goes on past them (their
+        # instances are not read) so that one refusal names every class a deployment must list.
+        self.not_found: dict[str, ClassNotFound] = {}
         self._build_hot_paths()
 
     def _build_hot_paths(self) -> None:  # noqa: PLR0915 - the closures share the walk's caches
@@ -483,6 +491,11 @@ class _Walker:
             plan.kind != KIND_NAMED_TUPLE or all(self.is_hash_safe(item) for item in value)
         )
 
+    def require_all_found(self) -> None:
+        """Raise one refusal naming every class the walk passed over as not storable here."""
+        if self.not_found:
+            raise all_not_found(self.not_found)
+
     # -- classes and instances --------------------------------------------------------------
 
     def plan(self, cls: type) -> ClassPlan:
@@ -503,13 +516,21 @@ class _Walker:
         # A class object (a request's response type, say) is stored by name; the resolver
         # decides which names may be stored, exactly as it decides on load.
         check_metaclass(value)
-        key = self._resolver.reference_key(value)
+        try:
+            key = self._resolver.reference_key(value)
+        except ClassNotFound as missing:
+            self.not_found.setdefault(missing.key, missing)
+            return None  # the save is refused; the walk goes on only to find the others
         out += b"c"
         out += _text(key)
         return ("c", key)
 
     def encode_instance(self, value: Any, cls: type, out: bytearray) -> Any:
-        plan = self.plan(cls)
+        try:
+            plan = self.plan(cls)
+        except ClassNotFound as missing:
+            self.not_found.setdefault(missing.key, missing)
+            return None  # the save is refused; the walk goes on only to find the others
         identity = self._identities.get(id(cls))
         if identity is None:
             identity = self._identities[id(cls)] = _text(plan.key)
