@@ -9,6 +9,7 @@ the hash each distribution's ``RECORD`` lists for it. Nothing is imported and no
 from __future__ import annotations
 
 import base64
+import csv
 import hashlib
 import json
 from collections.abc import Iterable, Sequence
@@ -183,20 +184,35 @@ def _missing_files(distribution: metadata.Distribution) -> list[str]:
     ``__init__.py`` is judged separately; compiled files come and go; the shared, empty
     ``py.typed`` goes with the ``__init__.py`` in an uninstall)."""
     missing: list[str] = []
-    for file in distribution.files or ():
-        name = file.as_posix()
+    for name, _ in _record(distribution):
         if not name.startswith(_PACKAGE) or name == SHARED_INIT or "/__pycache__/" in name:
             continue
-        if not Path(str(distribution.locate_file(file))).is_file():
+        if not Path(str(distribution.locate_file(name))).is_file():
             missing.append(name)
     return missing
 
 
 def _recorded_hash(distribution: metadata.Distribution) -> str | None:
-    for file in distribution.files or ():
-        if file.as_posix() == SHARED_INIT and file.hash is not None and file.hash.mode == "sha256":
-            return file.hash.value
+    for name, digest in _record(distribution):
+        if name == SHARED_INIT:
+            return digest
     return None
+
+
+def _record(distribution: metadata.Distribution) -> list[tuple[str, str | None]]:
+    """Every file the distribution's RECORD lists, with its sha256 (``None`` if it states none).
+
+    Read from RECORD itself: from Python 3.13, ``Distribution.files`` leaves out the files that
+    are not on disk, which are exactly the ones this check looks for.
+    """
+    text = distribution.read_text("RECORD")
+    rows: list[tuple[str, str | None]] = []
+    for row in csv.reader((text or "").splitlines()):
+        if not row:
+            continue
+        mode, _, value = (row[1] if len(row) > 1 else "").partition("=")
+        rows.append((row[0], value if mode == "sha256" and value else None))
+    return rows
 
 
 def _file_hash(path: Path) -> str:
