@@ -7,10 +7,14 @@ For each conversation size it prints medians (milliseconds) of:
   allowlist, the reference path ``FileCheckpointStorage`` uses (``load/fw`` divides by its decode);
 * save: ``CheckpointCodec.encode`` (one walk for tree and identity, pickle of the tree, proof);
 * load: ``CheckpointCodec.decode`` (checksum, unpickle with no globals, validate, rebuild);
-* walk / tree: the save walk alone, and the unpickle of the stored tree alone: where the time goes.
+* walk / tree: the save walk alone, and the unpickle of the stored tree alone: where the time goes;
+* lg-enc / lg-dec: LangGraph's ``JsonPlusSerializer`` on the same conversation as LangChain messages
+  (``benchmarks/peers.py``); snapshot: the framework's own ``copy.deepcopy`` of the state.
 
-The product targets are ratios against ``FileCheckpointStorage`` in the storage benchmark
-(``benchmarks.storage_benchmark``); this one shows the codec's share.
+Then the codec's targets (issue 22) as ratios measured in this run: encode <= 3x and decode <= 1.5x
+LangGraph's, and encode <= 1.0x the snapshot (a lower bound of the storage's save, which adds the
+document and the write). The storage's targets against ``FileCheckpointStorage`` are in
+``benchmarks.storage_benchmark``.
 """
 
 from __future__ import annotations
@@ -36,10 +40,17 @@ from agent_framework_mongodb.checkpoints.codec.rebuild import load_tree
 from agent_framework_mongodb.checkpoints.codec.rules import TypeResolver
 from agent_framework_mongodb.checkpoints.codec.walk import walk_value
 from benchmarks.checkpoints import CONVERSATION_SIZES, build_checkpoint
+from benchmarks.peers import LangGraphPeer, snapshot
 
 __all__ = ["main"]
 
 _REPEATS = 9
+_TARGETS = (
+    ("encode <= 3x LangGraph", 3.0),
+    ("decode <= 1.5x LangGraph", 1.5),
+    ("encode <= 1.0x snapshot", 1.0),
+)
+_TARGET_SIZES = (200, 2000)
 
 
 def _median_ms(operation: Callable[[], object], repeats: int = _REPEATS) -> float:
@@ -76,14 +87,16 @@ def main() -> None:
     )
     header = (
         f"{'messages':>8} {'bytes':>9} {'raw':>8} {'framework':>10} {'save':>8} {'load':>8} "
-        f"{'walk':>8} {'tree':>8} {'save/fw':>8} {'load/fw':>8}"
+        f"{'walk':>8} {'tree':>8} {'save/fw':>8} {'load/fw':>8} {'lg-enc':>8} {'lg-dec':>8} {'snapshot':>9}"
     )
     print(header)
     print("-" * len(header))
+    ratios: list[tuple[int, str, float, float]] = []
     for size in CONVERSATION_SIZES:
         checkpoint = build_checkpoint(size)
         public = checkpoint.to_dict()
         encoded = codec.encode(checkpoint)
+        peer = LangGraphPeer(size, checkpoint)
 
         raw = _median_ms(partial(_raw_round_trip, public))
         framework = _median_ms(partial(_framework_round_trip, public))
@@ -92,10 +105,22 @@ def main() -> None:
         walked = _median_ms(partial(walk_value, public, TypeResolver(())))
         tree = _median_ms(partial(load_tree, encoded.payload))
         framework_load = _median_ms(partial(_framework_decode, _framework_encoded(public)))
+        peer_encode = _median_ms(peer.encode)
+        peer_decode = _median_ms(peer.decode)
+        copied = _median_ms(partial(snapshot, checkpoint))
         print(
             f"{size:>8} {len(encoded.payload):>9} {raw:>8.2f} {framework:>10.2f} {save:>8.2f} {load:>8.2f} "
-            f"{walked:>8.2f} {tree:>8.2f} {save / framework:>8.2f} {load / framework_load:>8.2f}"
+            f"{walked:>8.2f} {tree:>8.2f} {save / framework:>8.2f} {load / framework_load:>8.2f} "
+            f"{peer_encode:>8.2f} {peer_decode:>8.2f} {copied:>9.2f}"
         )
+        if size in _TARGET_SIZES:
+            measured = (save / peer_encode, load / peer_decode, save / copied)
+            for (target, limit), ratio in zip(_TARGETS, measured, strict=True):
+                ratios.append((size, target, ratio, limit))
+    print()
+    print(f"{'target':<26} {'messages':>8} {'ratio':>7}  verdict")
+    for size, target, ratio, limit in ratios:
+        print(f"{target:<26} {size:>8} {ratio:>6.2f}x  {'PASS' if ratio <= limit else 'MISS'}")
     sys.stdout.flush()
 
 
