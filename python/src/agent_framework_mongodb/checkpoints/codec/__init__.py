@@ -13,7 +13,9 @@ A converter, then bytes, in layers (``specs/codec.md``, ``docs/adr/0009-codec-v2
   the run stores once (format :data:`CHUNKED_PAYLOAD_FORMAT`, ``docs/adr/0018-chunked-payloads.md``).
 
 ``encode`` proves, before the storage does any I/O, that the exact bytes it returns load back
-through ``decode``'s path to the same tree and rebuild to an equal checkpoint.
+through ``decode``'s unpickler to the tree the walk made, and that the rebuild will accept that
+tree: the walk enforced the rebuild's rules as it went, so only what depends on the bytes is
+checked again (``docs/adr/0027-proof-by-the-walk.md``).
 """
 
 from __future__ import annotations
@@ -41,9 +43,9 @@ from .chunks import (
     references,
 )
 from .framework_modules import import_framework_modules
-from .rebuild import load_tree, rebuild_tree
+from .rebuild import COPY_ALLOWANCE, COPY_FACTOR, load_tree, rebuild_tree
 from .rules import TypeRefusal, TypeResolver, type_key
-from .walk import CANONICAL_HASH_VERSION, CANONICAL_HEADER, walk_value
+from .walk import CANONICAL_HASH_VERSION, CANONICAL_HEADER, Walked, walk_value
 
 __all__ = [
     "CANONICAL_HASH_VERSION",
@@ -186,16 +188,23 @@ class CheckpointCodec:
                 f"max_checkpoint_bytes ({chunking.max_checkpoint_bytes:,}); nothing was written. Keep "
                 "large artefacts outside the workflow state and store references to them instead."
             )
-        # The whole tree's proof stays: it proves the tree rebuilds to an equal checkpoint. A
-        # chunked save proves in addition that its root and every leaf the run does not hold yet
-        # load back to the parts the split made (the split's join is the identity: test_chunks.py).
-        self._prove_round_trip(payload, walked.tree)
         payload_hash = hashlib.sha256(walked.canonical).hexdigest()
         if chunking is not None and len(payload) > DEFAULT_SPLIT_ABOVE:
             chunker = chunking.chunker or Chunker(chunking.context)
             split = chunker.split(walked.tree)
             if split.chunks:
-                return _chunked(split.root, split.chunks, payload_hash, len(payload), chunking)
+                # Stored as a root and leaves, which _chunked proves load back to the parts the
+                # split made; their join is the walked tree (test_chunks.py), so the whole pickle
+                # is not loaded again: it only measures the checkpoint.
+                return _chunked(
+                    walked,
+                    split.root,
+                    split.chunks,
+                    payload_hash=payload_hash,
+                    logical_bytes=len(payload),
+                    chunking=chunking,
+                )
+        self._prove_round_trip(payload, walked)
         return EncodedCheckpoint(
             payload=payload,
             payload_hash=payload_hash,
@@ -247,17 +256,23 @@ class CheckpointCodec:
                 "by this codec or by a compatible Agent Framework release."
             ) from error
 
-    def _prove_round_trip(self, payload: bytes, tree: object) -> None:
-        """Raise unless ``payload`` decodes, through the load path, to ``tree`` and rebuilds.
+    def _prove_round_trip(self, payload: bytes, walked: Walked) -> None:
+        """Raise unless ``payload`` decodes, through the load path, to the tree the walk made, and
+        the load's rebuild would accept it.
 
-        The walk and the rebuild read and write state through the same descriptors, so a tree
-        that comes back equal rebuilds to a checkpoint whose walk is that tree again
-        (``tests/unit/codec/test_codec_properties.py`` checks this for every kind of value).
+        The load path's own unpickler reads the exact bytes, and C-level equality holds them to
+        the walked tree. What the rebuild's validation checks of such a tree the walk already
+        enforced by the same rules (``docs/adr/0027-proof-by-the-walk.md``): plain types and
+        tagged records of the codec's forms only, finite numbers, no container or record placed
+        twice, the same nesting bound, hash-safe and distinct keys and members, classes resolved
+        by the same resolver, attribute names and pydantic slots by the same checks. Left for
+        this proof are the two things that depend on the bytes: the top level's shape as loaded
+        and the copy budget, which the payload's size sets.
         """
         with _refused_unless_it_loads():
             loaded = load_tree(payload)
-            _require_same(loaded, tree, "the bytes decode to another tree")
-            self._rebuild(loaded, len(payload))
+            _require_same(loaded, walked.tree, "the bytes decode to another tree")
+            _require_loadable(loaded, walked.copied, len(payload))
 
 
 _NOT_STORED: Final = "Checkpoint would not load again, so it was not stored"
@@ -270,6 +285,18 @@ def _refused_unless_it_loads() -> Generator[None]:
         yield
     except MongoDBMappingError as error:
         raise MongoDBSerializationError(f"{_NOT_STORED}: {error}") from error
+
+
+def _require_loadable(tree: object, copied: int, payload_size: int) -> None:
+    """What of the load's rebuild the walk cannot vouch for: the top level's shape as stored, and
+    the copy budget, which the payload's size sets (``rebuild.COPY_FACTOR``)."""
+    _check_loaded_shape(cast("dict[str, Any]", tree))
+    if copied > COPY_FACTOR * payload_size + COPY_ALLOWANCE:
+        raise MongoDBMappingError(
+            "Checkpoint payload cannot be loaded: its records would copy far more data than the payload "
+            "holds (one large bytearray, Decimal or path shared by many places); store it once and "
+            "refer to it."
+        )
 
 
 def _require_same(loaded: object, written: object, difference: str) -> None:
@@ -294,9 +321,17 @@ def _require_checksum(payload: bytes, checksum: str) -> None:
 
 
 def _chunked(
-    root: object, chunks: tuple[Chunk, ...], payload_hash: str, logical_bytes: int, chunking: ChunkSettings
+    walked: Walked,
+    root: object,
+    chunks: tuple[Chunk, ...],
+    *,
+    payload_hash: str,
+    logical_bytes: int,
+    chunking: ChunkSettings,
 ) -> EncodedCheckpoint:
-    """The chunked encoding, once its root and every leaf not yet proven load back as split."""
+    """The chunked encoding of ``walked``, once its root and every leaf not yet proven load back
+    as split (their join is the walked tree: test_chunks.py), so the whole tree's pickle, which
+    only measures the checkpoint, is not loaded again."""
     joined = join_cost(root, chunks)
     if joined > chunking.max_checkpoint_bytes:
         raise MongoDBSerializationError(
@@ -310,6 +345,10 @@ def _chunked(
         for chunk in chunks:
             if chunk.address not in chunking.proven:
                 prove_chunk(chunking.context, chunk, budget=chunking.max_checkpoint_bytes)
+        # A chunked load's copy budget follows the root and the leaves it joins; the smaller of
+        # that and the whole pickle holds for either reading.
+        stored = len(payload) + sum(chunk.body_bytes for chunk in chunks)
+        _require_loadable(walked.tree, walked.copied, min(logical_bytes, stored))
     direct = set(references(root))
     return EncodedCheckpoint(
         payload=payload,

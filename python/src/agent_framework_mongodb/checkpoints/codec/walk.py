@@ -124,13 +124,20 @@ _HASH_SAFE_CLASSES: Final = frozenset(
 
 
 class Walked:
-    """A value's stored tree and canonical encoding (header included)."""
+    """A value's stored tree and canonical encoding (header included).
 
-    __slots__ = ("canonical", "tree")
+    ``copied`` is what the load's rebuild will copy out of records (bytearray bytes, Decimal and
+    path text), counted as the rebuild counts it: a tree may share one such value among many
+    records through the pickle memo (a path's text is cached on the path), and a load refuses a
+    payload whose records copy far more than it holds (``rebuild.COPY_FACTOR``).
+    """
 
-    def __init__(self, tree: object, canonical: bytes) -> None:
+    __slots__ = ("canonical", "copied", "tree")
+
+    def __init__(self, tree: object, canonical: bytes, copied: int) -> None:
         self.tree = tree
         self.canonical = canonical
+        self.copied = copied
 
 
 def walk_value(value: object, resolver: TypeResolver) -> Walked:
@@ -166,7 +173,7 @@ def walk_value(value: object, resolver: TypeResolver) -> Walked:
         raise MongoDBSerializationError(
             f"Reading checkpoint state raised {type(error).__name__}; the checkpoint was not stored."
         ) from error
-    return Walked(tree, bytes(out))
+    return Walked(tree, bytes(out), walker.copied)
 
 
 def _fail_cycle() -> NoReturn:
@@ -225,7 +232,7 @@ class _Walker:
 
     __slots__ = (
         "_active", "_identities", "_member_names", "_orders", "_placed", "_plans", "_resolver", "_texts",
-        "encode", "encode_dict", "encode_sequence", "encode_text", "not_found",
+        "copied", "encode", "encode_dict", "encode_sequence", "encode_text", "not_found",
     )  # fmt: skip
 
     def __init__(self, resolver: TypeResolver) -> None:
@@ -243,6 +250,7 @@ class _Walker:
         # Classes this process may not store, by name: the walk goes on past them (their
         # instances are not read) so that one refusal names every class a deployment must list.
         self.not_found: dict[str, ClassNotFound] = {}
+        self.copied = 0  # Walked.copied
         self._build_hot_paths()
 
     def _build_hot_paths(self) -> None:  # noqa: PLR0915 - the closures share the walk's caches
@@ -325,6 +333,7 @@ class _Walker:
                 out += b"a"
                 out += _length(len(value))
                 out += value
+                self.copied += len(value)
                 return ("a", bytes(value))
             if cls is set or cls is frozenset:
                 return self.encode_members(value, out, cls is set)
@@ -362,7 +371,9 @@ class _Walker:
                     key_bytes = encode_text(key)
                 else:
                     buffer = bytearray()
+                    copied = self.copied
                     encode(key, buffer)
+                    self.copied = copied  # counted once, when mapping_record places the key
                     key_bytes = bytes(buffer)
                 encoded[key_bytes] = position
             if len(encoded) != len(keys):
@@ -815,6 +826,7 @@ def _encode_decimal(walker: _Walker, value: Decimal, out: bytearray) -> Any:
     text = str(value)
     out += b"M"
     out += _text(text)
+    walker.copied += len(text)
     return ("M", text)
 
 
@@ -831,6 +843,7 @@ def _encode_path(walker: _Walker, value: pathlib.PurePath, out: bytearray) -> An
     out += b"p"
     out += _text(name)
     out += _text(text)
+    walker.copied += len(text)
     return ("p", name, text)
 
 
