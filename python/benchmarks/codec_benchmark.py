@@ -96,7 +96,7 @@ def main() -> None:
         checkpoint = build_checkpoint(size)
         public = checkpoint.to_dict()
         encoded = codec.encode(checkpoint)
-        peer = LangGraphPeer(size, checkpoint)
+        peer = LangGraphPeer(checkpoint)
 
         raw = _median_ms(partial(_raw_round_trip, public))
         framework = _median_ms(partial(_framework_round_trip, public))

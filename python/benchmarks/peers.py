@@ -20,8 +20,6 @@ from agent_framework import Message, WorkflowCheckpoint
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from benchmarks.checkpoints import build_conversation
-
 __all__ = ["LangGraphPeer", "langchain_messages", "snapshot"]
 
 
@@ -50,21 +48,21 @@ def langchain_messages(conversation: list[Message]) -> list[BaseMessage]:
     return converted
 
 
-def _langgraph_state(size: int, checkpoint: WorkflowCheckpoint) -> dict[str, Any]:
-    """``build_checkpoint``'s state with LangChain messages in place of the framework's."""
+def _langgraph_state(checkpoint: WorkflowCheckpoint) -> dict[str, Any]:
+    """The checkpoint's state with each executor's conversation as LangChain messages."""
     state = copy.deepcopy(checkpoint.state)
-    executor_states = state["_executor_state"]
-    for executor_state in executor_states.values():
-        executor_state["cache"]["messages"] = langchain_messages(build_conversation(size))
+    for executor_state in state["_executor_state"].values():
+        cache = executor_state["cache"]
+        cache["messages"] = langchain_messages(cache["messages"])
     return state
 
 
 class LangGraphPeer:
     """LangGraph's serializer on the LangChain twin of one benchmark checkpoint."""
 
-    def __init__(self, size: int, checkpoint: WorkflowCheckpoint) -> None:
+    def __init__(self, checkpoint: WorkflowCheckpoint) -> None:
         self._serializer = JsonPlusSerializer()
-        self._state = _langgraph_state(size, checkpoint)
+        self._state = _langgraph_state(checkpoint)
         self._encoded = self._serializer.dumps_typed(self._state)
 
     @property

@@ -46,24 +46,24 @@ def test_every_missing_class_is_named_in_one_error() -> None:
     encoded = _saved(_EVERY_KIND)
     with pytest.raises(MongoDBMappingError) as raised:
         _load(encoded, [])
-    message = str(raised.value)
-    assert message.count("classes it names are not available here") == 1
-    for key in _KEYS.values():
-        assert repr(key) in message
-    assert "4 classes" in message
-    assert set(raised.value.class_names) == set(_KEYS.values())
+    _assert_names_every_class(raised.value)
 
 
 def test_a_save_names_every_unlisted_class_in_one_error() -> None:
     with pytest.raises(MongoDBSerializationError) as raised:
         CheckpointCodec().encode(_checkpoint(_EVERY_KIND))
-    message = str(raised.value)
+    _assert_names_every_class(raised.value)
+
+
+def _assert_names_every_class(error: MongoDBMappingError | MongoDBSerializationError) -> None:
+    """One refusal names the four classes of ``_EVERY_KIND``, each once (Point is met three times:
+    two instances and the class object)."""
+    message = str(error)
     assert message.count("classes it names are not available here") == 1
     for key in _KEYS.values():
         assert repr(key) in message
     assert "4 classes" in message
-    # Each once (Point is met three times: two instances and the class object).
-    assert sorted(raised.value.class_names) == sorted(_KEYS.values())
+    assert sorted(error.class_names) == sorted(_KEYS.values())
 
 
 def test_a_save_missing_one_class_keeps_its_own_advice() -> None:

@@ -502,6 +502,11 @@ class _Walker:
             plan.kind != KIND_NAMED_TUPLE or all(self.is_hash_safe(item) for item in value)
         )
 
+    def pass_over(self, missing: ClassNotFound) -> None:
+        """Note a class this process may not store, in place of its value's node: the save is
+        refused at the end (:meth:`require_all_found`); the walk goes on only to find the others."""
+        self.not_found.setdefault(missing.key, missing)
+
     def require_all_found(self) -> None:
         """Raise one refusal naming every class the walk passed over as not storable here."""
         if self.not_found:
@@ -530,8 +535,7 @@ class _Walker:
         try:
             key = self._resolver.reference_key(value)
         except ClassNotFound as missing:
-            self.not_found.setdefault(missing.key, missing)
-            return None  # the save is refused; the walk goes on only to find the others
+            return self.pass_over(missing)
         out += b"c"
         out += _text(key)
         return ("c", key)
@@ -540,8 +544,7 @@ class _Walker:
         try:
             plan = self.plan(cls)
         except ClassNotFound as missing:
-            self.not_found.setdefault(missing.key, missing)
-            return None  # the save is refused; the walk goes on only to find the others
+            return self.pass_over(missing)
         identity = self._identities.get(id(cls))
         if identity is None:
             identity = self._identities[id(cls)] = _text(plan.key)
