@@ -31,6 +31,7 @@ import asyncio
 import bisect
 import dataclasses
 import datetime
+import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
@@ -48,7 +49,7 @@ from agent_framework_mongodb.checkpoints.queries import (
 )
 from agent_framework_mongodb.checkpoints.scope import CHECKPOINT_KIND, CHUNK_KIND, COUNTER_KIND
 
-__all__ = ["CountingCollection", "InstantCollection"]
+__all__ = ["CountingCollection", "InstantCollection", "waves_text"]
 
 _KNOWN_PROJECTIONS: tuple[Mapping[str, int], ...] = (
     PAYLOAD_PROJECTION,
@@ -401,33 +402,83 @@ class _CountingCursor:
         self._inner = inner
 
     async def to_list(self, length: int | None = None) -> list[dict[str, Any]]:
-        self._owner.count("find")
-        result: list[dict[str, Any]] = await self._inner.to_list(length)
+        self._owner.begin("find")
+        try:
+            result: list[dict[str, Any]] = await self._inner.to_list(length)
+        finally:
+            self._owner.end()
         return result
 
     def __aiter__(self) -> AsyncIterator[dict[str, Any]]:
         return self._iterate()
 
     async def _iterate(self) -> AsyncIterator[dict[str, Any]]:
-        self._owner.count("find")
-        async for document in self._inner:
+        iterator = self._inner.__aiter__()
+        self._owner.begin("find")
+        while True:
+            try:
+                document = await iterator.__anext__()
+            except StopAsyncIteration:
+                return
+            finally:
+                self._owner.end()
             yield document
+            self._owner.resume()
+
+
+def waves_text(waves: Sequence[Sequence[str]]) -> str:
+    """``2 (bulk_write + find_one_and_update, find_one_and_update)``: the round trips a caller
+    waited for, each with the requests sent together in it."""
+    return f"{len(waves)} ({', '.join(' + '.join(wave) for wave in waves)})"
 
 
 class CountingCollection:
-    """Forwards to ``inner`` and records the name of every round trip, in order."""
+    """Forwards to ``inner`` and records every round trip: its name, in order, and its *wave*.
+
+    A wave is the requests in flight together: one begins when a request is sent while none is in
+    flight. A save that sends two requests at once waits for one wave, not two. ``busy_seconds``
+    is the time at least one request was in flight (overlapping requests counted once).
+    """
 
     def __init__(self, inner: Any) -> None:
         self.inner = inner
         self.trips: list[str] = []
+        self.waves: list[list[str]] = []
+        self.busy_seconds = 0.0
+        self._in_flight = 0
+        self._busy_since = 0.0
 
-    def count(self, name: str) -> None:
+    def begin(self, name: str) -> None:
+        """A request is sent."""
         self.trips.append(name)
+        if self._in_flight == 0:
+            self.waves.append([])
+        self.waves[-1].append(name)
+        self.resume()
+
+    def resume(self) -> None:
+        """A request (or a cursor's next batch) is in flight, without counting a new round trip."""
+        if self._in_flight == 0:
+            self._busy_since = time.perf_counter()
+        self._in_flight += 1
+
+    def end(self) -> None:
+        """A request's reply arrived."""
+        self._in_flight -= 1
+        if self._in_flight == 0:
+            self.busy_seconds += time.perf_counter() - self._busy_since
 
     def take(self) -> list[str]:
         """The round trips since the last call, and start counting afresh."""
         trips, self.trips = self.trips, []
+        self.waves = []
         return trips
+
+    def take_waves(self) -> list[list[str]]:
+        """The waves since the last call (see the class), and start counting afresh."""
+        waves = self.waves
+        self.take()
+        return waves
 
     @property
     def name(self) -> str:
@@ -452,7 +503,13 @@ class CountingCollection:
         method = getattr(self.inner, name)
 
         async def counted(*args: Any, **kwargs: Any) -> Any:
-            self.count(name)
-            return await method(*args, **kwargs)
+            self.begin(name)
+            try:
+                # A request takes the network at least one turn of the loop, so requests sent
+                # together are in flight together even where the engine answers at once.
+                await asyncio.sleep(0)
+                return await method(*args, **kwargs)
+            finally:
+                self.end()
 
         return counted

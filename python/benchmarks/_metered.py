@@ -7,7 +7,8 @@
   of pymongo's bulk write models), each measured with ``bson.encode``. It counts what the storage
   asks the driver to send, not the framing pymongo adds around it (command name, ``$db``, session
   ids: tens of bytes per command), so it is the same for any driver version and any server;
-* ``inner_seconds``: the time spent awaiting the wrapped collection and its cursors, so that
+* ``inner_seconds``: the time with a request to the wrapped collection or its cursors in flight
+  (requests sent together counted once), so that
   a save's time over the in-process engine can be split into the engine's share and the rest
   (the storage and codec, what a client pays whatever the server).
 
@@ -17,7 +18,6 @@ issue yet (a chunk collection's inserts, a ``bulk_write``).
 
 from __future__ import annotations
 
-import time
 from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import Any
 
@@ -51,34 +51,18 @@ def sent_bytes(args: tuple[object, ...], kwargs: Mapping[str, object]) -> int:
 
 
 class _MeteredCursor:
-    """Times each batch fetch of a (counting) cursor as time inside the engine."""
+    """Meters what a (counting) cursor's ``find`` sent; the counting cursor times its fetches."""
 
     def __init__(self, owner: MeteredCollection, inner: Any) -> None:
         self._owner = owner
         self._inner = inner
 
     async def to_list(self, length: int | None = None) -> list[dict[str, Any]]:
-        started = time.perf_counter()
-        try:
-            result: list[dict[str, Any]] = await self._inner.to_list(length)
-            return result
-        finally:
-            self._owner.inner_seconds += time.perf_counter() - started
+        result: list[dict[str, Any]] = await self._inner.to_list(length)
+        return result
 
     def __aiter__(self) -> AsyncIterator[dict[str, Any]]:
-        return self._iterate()
-
-    async def _iterate(self) -> AsyncIterator[dict[str, Any]]:
-        iterator = self._inner.__aiter__()
-        while True:
-            started = time.perf_counter()
-            try:
-                document = await iterator.__anext__()
-            except StopAsyncIteration:
-                return
-            finally:
-                self._owner.inner_seconds += time.perf_counter() - started
-            yield document
+        return self._inner.__aiter__()  # type: ignore[no-any-return]
 
 
 class MeteredCollection(CountingCollection):
@@ -87,13 +71,17 @@ class MeteredCollection(CountingCollection):
     def __init__(self, inner: Any) -> None:
         super().__init__(inner)
         self.sent_bytes = 0
-        self.inner_seconds = 0.0
+
+    @property
+    def inner_seconds(self) -> float:
+        """Time with at least one request in flight: requests sent together count once."""
+        return self.busy_seconds
 
     def reset(self) -> None:
         """Start every meter afresh."""
         self.take()
         self.sent_bytes = 0
-        self.inner_seconds = 0.0
+        self.busy_seconds = 0.0
 
     def find(self, *args: Any, **kwargs: Any) -> _MeteredCursor:  # type: ignore[override]
         self.sent_bytes += sent_bytes(args, kwargs)
@@ -104,10 +92,6 @@ class MeteredCollection(CountingCollection):
 
         async def metered(*args: Any, **kwargs: Any) -> Any:
             self.sent_bytes += sent_bytes(args, kwargs)
-            started = time.perf_counter()
-            try:
-                return await counted(*args, **kwargs)
-            finally:
-                self.inner_seconds += time.perf_counter() - started
+            return await counted(*args, **kwargs)
 
         return metered

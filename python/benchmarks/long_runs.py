@@ -72,6 +72,7 @@ from agent_framework_mongodb import MongoDBCheckpointStorage, MongoDBCheckpointS
 from agent_framework_mongodb.checkpoints.codec import CheckpointCodec
 from agent_framework_mongodb.errors import MongoDBSerializationError
 from agent_framework_mongodb.testing import InMemoryMongoClient
+from benchmarks._doubles import waves_text
 from benchmarks._metered import MeteredCollection
 from benchmarks._report import machine_facts, markdown_table, write_report
 from benchmarks.checkpoints import build_checkpoint, build_conversation
@@ -194,7 +195,7 @@ class _Save:
     seconds: float
     inner_seconds: float
     sent_bytes: int
-    trips: list[str]
+    trips: list[list[str]]
     file_seconds: float
     probe_seconds: float
     payload: int
@@ -215,7 +216,7 @@ class _RunResult:
     load_seconds: float
     load_inner_seconds: float
     file_load_seconds: float
-    load_trips: list[str]
+    load_trips: list[list[str]]
     loads_equal: bool
     elapsed: float
 
@@ -281,7 +282,7 @@ async def _timed_save(
     file_seconds = 0.0 if mongo_first else await _timed(lambda: stores.files.save(checkpoint))
     metered.reset()
     seconds = await _timed(lambda: stores.storage.save(checkpoint))
-    sent, inner, trips = metered.sent_bytes, metered.inner_seconds, metered.take()
+    sent, inner, trips = metered.sent_bytes, metered.inner_seconds, metered.take_waves()
     if mongo_first:
         file_seconds = await _timed(lambda: stores.files.save(checkpoint))
     probe_seconds = await _timed(stores.probe)
@@ -302,7 +303,7 @@ class _Loads:
     seconds: float
     inner_seconds: float
     file_seconds: float
-    trips: list[str]
+    trips: list[list[str]]
     equal: bool
 
 
@@ -310,7 +311,7 @@ async def _timed_loads(stores: _Stores, newest: WorkflowCheckpoint, repeats: int
     seconds: list[float] = []
     inner: list[float] = []
     file_seconds: list[float] = []
-    trips: list[str] = []
+    trips: list[list[str]] = []
     loaded: list[WorkflowCheckpoint] = []
     newest_id = newest.checkpoint_id
 
@@ -323,7 +324,7 @@ async def _timed_loads(stores: _Stores, newest: WorkflowCheckpoint, repeats: int
         stores.metered.reset()
         seconds.append(await _timed(load))
         inner.append(stores.metered.inner_seconds)
-        trips = stores.metered.take()
+        trips = stores.metered.take_waves()
         if not repeat % 2:
             file_seconds.append(await _timed(lambda: stores.files.load(newest_id)))
     codec = CheckpointCodec()
@@ -554,7 +555,7 @@ def _figures_table(figures: list[_Figures]) -> str:
         ("bytes sent by the last save", lambda f: f"{f.last.sent_bytes:,}"),
         ("sent / added, last save", lambda f: _x(f.sent_ratio)),
         ("sent / added, last window's saves together", lambda f: _x(f.window_sent_ratio)),
-        ("round trips, last save", lambda f: f"{len(f.last.trips)} ({', '.join(f.last.trips)})"),
+        ("round trips, last save", lambda f: waves_text(f.last.trips)),
         ("load ms, newest (median)", lambda f: _ms(f.run.load_seconds)),
         (
             "client-side load ms (engine's time excluded)",
@@ -562,7 +563,7 @@ def _figures_table(figures: list[_Figures]) -> str:
         ),
         ("file load ms, newest", lambda f: _ms(f.run.file_load_seconds)),
         ("load / file load", lambda f: _x(f.run.load_seconds / f.run.file_load_seconds)),
-        ("round trips, load", lambda f: f"{len(f.run.load_trips)} ({', '.join(f.run.load_trips)})"),
+        ("round trips, load", lambda f: waves_text(f.run.load_trips)),
         ("newest loads equal (identity hash)", lambda f: "yes" if f.run.loads_equal else "NO"),
         ("seconds for the run (all of it)", lambda f: f"{f.run.elapsed:.0f}"),
     ]

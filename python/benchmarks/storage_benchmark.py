@@ -60,7 +60,7 @@ from agent_framework import FileCheckpointStorage, InMemoryCheckpointStorage, Wo
 from agent_framework_mongodb import MongoDBCheckpointStorage, MongoDBCheckpointStorageOptions
 from agent_framework_mongodb.checkpoints.codec import CheckpointCodec
 from agent_framework_mongodb.testing import InMemoryMongoClient
-from benchmarks._doubles import CountingCollection, InstantCollection
+from benchmarks._doubles import CountingCollection, InstantCollection, waves_text
 from benchmarks._report import machine_facts, markdown_table, write_report
 from benchmarks.checkpoints import CONVERSATION_SIZES, build_checkpoint
 from benchmarks.engine_scale import ScaleSettings, engine_scale_section
@@ -297,9 +297,9 @@ async def _round_trips() -> list[tuple[str, str]]:
     for name, operation in measured:
         counting.take()
         await operation()
-        trips = counting.take()
-        if trips or not name.startswith("("):
-            rows.append((name, f"{len(trips)} ({', '.join(trips)})"))
+        waves = counting.take_waves()
+        if waves or not name.startswith("("):
+            rows.append((name, waves_text(waves)))
     return rows
 
 

@@ -10,7 +10,9 @@ records ``sequence_checked``: whether its value is known to be at least the grea
 checkpoint sequence. Only a counter that is not yet checked costs the recovery read, which fetches
 the greatest retained sequence through the sequence index and then either marks the counter checked
 (the allocation was already above it) or allocates again from that floor. A checked counter costs
-one round trip.
+one round trip. The read does not wait for the allocation's reply, nor the marking for the insert:
+``SequenceAllocator`` sends each beside the other when it expects them, so a save waits for two
+round trips from a run's first save on (ADR 0006, amended for issue 22).
 
 A save that allocated from a counter which was then deleted may still insert after a new counter
 was created and checked. So a new counter carries ``recheck_until`` (its creation plus a grace
@@ -56,6 +58,7 @@ from ..errors import (
     translate_driver_error,
     translated_driver_errors,
 )
+from .concurrency import concurrently
 from .driver import CheckpointCollection
 from .indexes import SIMPLE_COLLATION
 from .ledger import new_epoch
@@ -63,7 +66,14 @@ from .queries import DESCENDING_SEQUENCE, SEQUENCE_PROJECTION, counter_filter, r
 from .scope import RunScope
 from .signatures import EPOCH_BYTES, EPOCH_FIELD
 
-__all__ = ["Allocation", "RunActivity", "allocate_sequence", "retained_maximum", "sequence_of"]
+__all__ = [
+    "Allocation",
+    "RunActivity",
+    "SequenceAllocator",
+    "allocate_sequence",
+    "retained_maximum",
+    "sequence_of",
+]
 
 PERMANENT: Final = "permanent"
 EXPIRING: Final = "expiring"
@@ -93,6 +103,93 @@ class Allocation:
 
     sequence: int
     epoch: bytes
+    check: _Check | None = dataclasses.field(default=None, repr=False)
+    """A check this allocation made and has yet to record (``SequenceAllocator.record_check``)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Check:
+    """A retained maximum read below an allocation, and the counter update that records it."""
+
+    update: _CounterUpdate
+    retained: int
+
+
+class SequenceAllocator:
+    """Allocates the sequence numbers of one storage's run.
+
+    It remembers whether the run's counter was checked when this storage last allocated from it.
+    While it may not be (a storage's first save, a new counter's grace), the retained-maximum
+    read goes out beside the allocation, and a check found below the allocation is recorded
+    beside the insert (``record_check``), so a save waits for two round trips from a run's first
+    save on. That memory only decides what is sent together; what the counter returns decides
+    everything else, so a counter lost since this storage saw it checked is still checked (one
+    round trip later).
+    """
+
+    def __init__(
+        self, collection: CheckpointCollection, scope: RunScope, *, recheck_grace: timedelta
+    ) -> None:
+        self._collection = collection
+        self._scope = scope
+        self._recheck_grace = recheck_grace
+        self._expects_check = True
+
+    async def allocate(
+        self, *, activity: RunActivity, expires_at: datetime | None, recover: bool = False
+    ) -> Allocation:
+        """Allocate the next sequence number of the run, with the run's epoch.
+
+        Args:
+            activity: The checkpoint being saved, as the run's summary records it.
+            expires_at: The saved checkpoint's expiry, or ``None`` for a permanent checkpoint.
+            recover: Check against the retained maximum even if the counter says it is checked;
+                the caller sets it after an insert collided on the sequence index. A save's first
+                attempt is the one without it, and only that attempt's first update counts the save.
+        """
+        update = _CounterUpdate(self._collection, self._scope, activity, expires_at, self._recheck_grace)
+        allocating = update.advance(floor=None, increment=1, upsert=True, counts_save=not recover)
+        retained: int | None = None
+        if recover or self._expects_check:
+            # Issued after this save started, so the read sees every checkpoint of a save that
+            # returned before it, whichever of the two the server runs first.
+            counter, retained = await concurrently(
+                allocating, retained_maximum(self._collection, self._scope)
+            )
+        else:
+            counter = await allocating
+        allocation = _allocation_of(counter)
+        if _is_trusted(counter) and not recover:
+            self._expects_check = False
+            return allocation
+        if retained is None:
+            retained = await retained_maximum(self._collection, self._scope)
+        if retained < allocation.sequence:
+            # Already above every retained checkpoint. Record that without spending a number, unless
+            # the counter is in its grace, where no check may mark it.
+            in_grace = _in_grace(counter)
+            self._expects_check = in_grace
+            if not in_grace and counter.get("sequence_checked") is not True:
+                return dataclasses.replace(allocation, check=_Check(update, retained))
+            return allocation
+        counter = await update.advance(floor=retained, increment=1, upsert=True, counts_save=False)
+        self._expects_check = not _is_trusted(counter)
+        return _allocation_of(counter)
+
+    async def record_check(self, allocation: Allocation) -> None:
+        """Mark the counter checked when ``allocation`` found it is: sent beside the insert.
+
+        A failure is not raised, since the save's own outcome is the insert's; the next save
+        checks again. If the counter vanished meanwhile this updates nothing, and the next save
+        checks again too.
+        """
+        check = allocation.check
+        if check is None:
+            return
+        try:
+            await check.update.advance(floor=check.retained, increment=0, upsert=False, counts_save=False)
+        except MongoDBIntegrationError:
+            self._expects_check = True
 
 
 async def allocate_sequence(
@@ -102,35 +199,12 @@ async def allocate_sequence(
     activity: RunActivity,
     expires_at: datetime | None,
     recheck_grace: timedelta,
-    recover: bool = False,
 ) -> Allocation:
-    """Allocate the next sequence number of the run, with the run's epoch.
-
-    Args:
-        collection: The checkpoint collection.
-        scope: The run.
-        activity: The checkpoint being saved, as the run's summary records it.
-        expires_at: The saved checkpoint's expiry, or ``None`` for a permanent checkpoint.
-        recheck_grace: How long a counter this call creates stays under re-check.
-        recover: Check against the retained maximum even if the counter says it is checked;
-            the caller sets it after an insert collided on the sequence index. A save's first
-            attempt is the one without it, and only that attempt's first update counts the save.
-    """
-    counter_update = _CounterUpdate(collection, scope, activity, expires_at, recheck_grace)
-    counter = await counter_update.advance(floor=None, increment=1, upsert=True, counts_save=not recover)
-    allocation = _allocation_of(counter)
-    if _is_trusted(counter) and not recover:
-        return allocation
-    retained = await retained_maximum(collection, scope)
-    if retained < allocation.sequence:
-        # Already above every retained checkpoint. Record that without spending a number, unless
-        # the counter is in its grace, where no check may mark it. If the counter vanished
-        # meanwhile this updates nothing, and the next save checks again.
-        if not _in_grace(counter) and counter.get("sequence_checked") is not True:
-            await counter_update.advance(floor=retained, increment=0, upsert=False, counts_save=False)
-        return allocation
-    counter = await counter_update.advance(floor=retained, increment=1, upsert=True, counts_save=False)
-    return _allocation_of(counter)
+    """One allocation outside a save, its check recorded before it returns."""
+    allocator = SequenceAllocator(collection, scope, recheck_grace=recheck_grace)
+    allocation = await allocator.allocate(activity=activity, expires_at=expires_at)
+    await allocator.record_check(allocation)
+    return allocation
 
 
 async def retained_maximum(collection: CheckpointCollection, scope: RunScope) -> int:

@@ -51,6 +51,7 @@ from .codec import CANONICAL_HASH_VERSION, CHUNKED_PAYLOAD_FORMAT, CheckpointCod
 from .codec.chunks import Chunker
 from .codec.signing import PayloadSigner
 from .concerns import bind_collection
+from .concurrency import concurrently
 from .connection import (
     DEFAULT_COLLECTION_NAME,
     DEFAULT_DATABASE_NAME,
@@ -97,7 +98,7 @@ from .results import (
 from .retention import is_prune_due, prune_run
 from .runs import listing_of, read_run_page
 from .scope import RunScope
-from .sequences import Allocation, RunActivity, allocate_sequence, sequence_of
+from .sequences import Allocation, RunActivity, SequenceAllocator, sequence_of
 from .strict import escalated_save_failures
 from .summaries import checkpoint_id_of, checkpoint_summary_of, page_position_of
 
@@ -293,8 +294,8 @@ class MongoDBCheckpointStorage(CheckpointStorage):
             prepared = self._prepare(checkpoint)
             activity = RunActivity(prepared.checkpoint_id, bool(checkpoint.pending_request_info_events))
             await report_missing_unique_indexes(self._collection)  # once per collection and process
-            await self._write_chunks(prepared)
-            saved = await self._insert(prepared, activity)
+            allocation = await self._allocate_beside_chunks(prepared, activity)
+            saved = await self._insert(prepared, activity, allocation)
             await self._keep_last(saved)
             record.result_count = 1
             return saved.checkpoint_id
@@ -576,6 +577,9 @@ class MongoDBCheckpointStorage(CheckpointStorage):
         keys = tuple(options.signing_keys)
         self._signer = PayloadSigner(keys) if keys else None
         self._policy = SignaturePolicy(self._signer, options.accept_unsigned_before)
+        self._sequences = SequenceAllocator(
+            collection, self._scope, recheck_grace=options.counter_recheck_grace
+        )
         self._chunks = ChunkMemory()
         self._chunk_context = self._scope.chunk_context(CHUNKED_PAYLOAD_FORMAT)
         # One per run: it compresses only leaves its last split did not hold. encode() never
@@ -636,45 +640,47 @@ class MongoDBCheckpointStorage(CheckpointStorage):
             signer=self._signer,
         )
 
-    async def _write_chunks(self, prepared: PreparedCheckpoint) -> None:
-        """Store the leaves a chunked checkpoint references, before the checkpoint: a load never
-        finds a checkpoint whose chunks are not all there yet."""
-        if prepared.chunks:
-            await write_chunks(
-                self._collection,
-                self._scope,
-                prepared.chunks,
-                self._chunks,
-                expires_at=prepared.expires_at,
-            )
+    async def _allocate_beside_chunks(
+        self, prepared: PreparedCheckpoint, activity: RunActivity
+    ) -> Allocation:
+        """Store the leaves a chunked checkpoint references while its sequence is allocated: both
+        precede the insert, so a load never finds a checkpoint whose chunks are not all there yet,
+        and neither waits for the other. A failed chunk write leaves a spent number (a gap)."""
+        allocating = self._sequences.allocate(activity=activity, expires_at=prepared.expires_at)
+        if not prepared.chunks:
+            return await allocating
+        writing = write_chunks(
+            self._collection, self._scope, prepared.chunks, self._chunks, expires_at=prepared.expires_at
+        )
+        _, allocation = await concurrently(writing, allocating)
+        return allocation
 
-    async def _insert(self, prepared: PreparedCheckpoint, activity: RunActivity) -> _Saved:
-        """Allocate a sequence and insert unless the id is stored; its identity decides the rest.
+    async def _insert(
+        self, prepared: PreparedCheckpoint, activity: RunActivity, allocation: Allocation
+    ) -> _Saved:
+        """Insert unless the id is stored; its identity decides the rest.
 
         The insert is an upsert that only sets fields when it creates the document and returns
         the document it found, so an identical retry learns it was already done in the same
         round trip. A duplicate key means either that a concurrent save of the same id won (the
-        stored identity decides) or that the sequence collided with a retained checkpoint.
+        stored identity decides) or that the sequence collided with a retained checkpoint, after
+        which the save allocates again, checked against the retained maximum.
         """
-        recover = False
-        for _ in range(_MAX_SAVE_ATTEMPTS):
-            allocation = await allocate_sequence(
-                self._collection,
-                self._scope,
-                activity=activity,
-                expires_at=prepared.expires_at,
-                recheck_grace=self._options.counter_recheck_grace,
-                recover=recover,
-            )
+        for attempt in range(_MAX_SAVE_ATTEMPTS):
+            if attempt:
+                allocation = await self._sequences.allocate(
+                    activity=activity, expires_at=prepared.expires_at, recover=True
+                )
             sequence = allocation.sequence
             try:
-                existing = await self._insert_if_absent(prepared, allocation)
+                existing, _ = await concurrently(
+                    self._insert_if_absent(prepared, allocation), self._sequences.record_check(allocation)
+                )
             except DuplicateKeyError:
                 stored = await self._stored_identity(prepared)
                 if stored is not None:
                     return _Saved(prepared.checkpoint_id, sequence, sequence_of(stored))
                 # Not this id: the sequence collided with a retained checkpoint. Recover.
-                recover = True
             except DRIVER_ERRORS as error:
                 raise translate_driver_error(error, operation="write", action="save a checkpoint") from error
             else:

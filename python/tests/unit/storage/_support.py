@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import uuid
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import Any, TypeVar
 
 from agent_framework import Message, WorkflowCheckpoint
 from pymongo.write_concern import WriteConcern
@@ -128,6 +128,8 @@ async def raw_counter(collection: InMemoryCollection, scope: RunScope) -> dict[s
     return await collection.find_one({"_id": scope.counter_document_id})
 
 
+_Result = TypeVar("_Result")
+
 INSERT = "insert_checkpoint"
 """The proxy's name for a save's insert (see ``ProxyCollection``)."""
 
@@ -181,6 +183,8 @@ class ProxyCollection:
         self.calls: list[Call] = []
         self.round_trips = 0
         self.trip_names: list[str] = []
+        self.waves: list[list[str]] = []
+        self._in_flight = 0
         self._gates: dict[str, asyncio.Event] = {}
         self._failures: dict[str, BaseException] = {}
         self.entered: dict[str, asyncio.Event] = {}
@@ -198,6 +202,7 @@ class ProxyCollection:
         self.calls.clear()
         self.round_trips = 0
         self.trip_names.clear()
+        self.waves.clear()
 
     def named(self, name: str) -> list[Call]:
         return [call for call in self.calls if call.name == name]
@@ -205,6 +210,9 @@ class ProxyCollection:
     async def before(self, name: str) -> None:
         self.round_trips += 1
         self.trip_names.append(name)
+        if self._in_flight == 0:
+            self.waves.append([])
+        self.waves[-1].append(name)
         gate = self._gates.pop(name, None)
         if gate is not None:
             self.entered[name].set()
@@ -212,6 +220,19 @@ class ProxyCollection:
         failure = self._failures.pop(name, None)
         if failure is not None:
             raise failure
+
+    async def _send(self, name: str, call: Callable[[], Awaitable[_Result]]) -> _Result:
+        """One request: counted, gated and failed by ``before``, and in flight until it returns,
+        so requests a save sends together share a wave."""
+        await self.before(name)  # a wave begins when nothing else is in flight
+        self._in_flight += 1
+        try:
+            # A request takes the network at least one turn of the loop, as a real one does, so
+            # requests sent together are in flight together even where the engine answers at once.
+            await asyncio.sleep(0)
+            return await call()
+        finally:
+            self._in_flight -= 1
 
     def _record(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         self.calls.append(Call(name, args, dict(kwargs)))
@@ -235,8 +256,7 @@ class ProxyCollection:
 
     async def find_one(self, filter: Any | None = None, *args: Any, **kwargs: Any) -> dict[str, Any] | None:
         self._record("find_one", (filter, *args), kwargs)
-        await self.before("find_one")
-        return await self.inner.find_one(filter, *args, **kwargs)
+        return await self._send("find_one", lambda: self.inner.find_one(filter, *args, **kwargs))
 
     def find(self, *args: Any, **kwargs: Any) -> ProxyCursor:
         self._record("find", args, kwargs)
@@ -244,13 +264,11 @@ class ProxyCollection:
 
     async def aggregate(self, pipeline: Sequence[Mapping[str, Any]], *args: Any, **kwargs: Any) -> Any:
         self._record("aggregate", (pipeline, *args), kwargs)
-        await self.before("aggregate")
-        return await self.inner.aggregate(pipeline, *args, **kwargs)
+        return await self._send("aggregate", lambda: self.inner.aggregate(pipeline, *args, **kwargs))
 
     async def insert_one(self, document: Any, *args: Any, **kwargs: Any) -> Any:
         self._record("insert_one", (document, *args), kwargs)
-        await self.before("insert_one")
-        return await self.inner.insert_one(document, *args, **kwargs)
+        return await self._send("insert_one", lambda: self.inner.insert_one(document, *args, **kwargs))
 
     async def find_one_and_update(
         self,
@@ -261,33 +279,27 @@ class ProxyCollection:
     ) -> dict[str, Any] | None:
         name = INSERT if isinstance(update, Mapping) and "$setOnInsert" in update else "find_one_and_update"
         self._record(name, (filter, update, *args), kwargs)
-        await self.before(name)
-        return await self.inner.find_one_and_update(filter, update, *args, **kwargs)
+        return await self._send(name, lambda: self.inner.find_one_and_update(filter, update, *args, **kwargs))
 
     async def bulk_write(self, requests: Sequence[Any], *args: Any, **kwargs: Any) -> Any:
         self._record("bulk_write", (requests, *args), kwargs)
-        await self.before("bulk_write")
-        return await self.inner.bulk_write(requests, *args, **kwargs)
+        return await self._send("bulk_write", lambda: self.inner.bulk_write(requests, *args, **kwargs))
 
     async def delete_one(self, filter: Mapping[str, Any], *args: Any, **kwargs: Any) -> Any:
         self._record("delete_one", (filter, *args), kwargs)
-        await self.before("delete_one")
-        return await self.inner.delete_one(filter, *args, **kwargs)
+        return await self._send("delete_one", lambda: self.inner.delete_one(filter, *args, **kwargs))
 
     async def delete_many(self, filter: Mapping[str, Any], *args: Any, **kwargs: Any) -> Any:
         self._record("delete_many", (filter, *args), kwargs)
-        await self.before("delete_many")
-        return await self.inner.delete_many(filter, *args, **kwargs)
+        return await self._send("delete_many", lambda: self.inner.delete_many(filter, *args, **kwargs))
 
     async def create_indexes(self, indexes: Sequence[Any], *args: Any, **kwargs: Any) -> list[str]:
         self._record("create_indexes", (indexes, *args), kwargs)
-        await self.before("create_indexes")
-        return await self.inner.create_indexes(indexes, *args, **kwargs)
+        return await self._send("create_indexes", lambda: self.inner.create_indexes(indexes, *args, **kwargs))
 
     async def list_indexes(self, *args: Any, **kwargs: Any) -> Any:
         self._record("list_indexes", args, kwargs)
-        await self.before("list_indexes")
-        return await self.inner.list_indexes(*args, **kwargs)
+        return await self._send("list_indexes", lambda: self.inner.list_indexes(*args, **kwargs))
 
 
 def projection_of(call: Call) -> Mapping[str, Any] | None:
