@@ -152,6 +152,7 @@ class ProxyCursor:
     async def _fetch_once(self) -> None:
         if not self._fetched:
             self._fetched = True
+            self._owner.begin_wave_of("find_fetch")
             await self._owner.before("find_fetch")
 
     def __aiter__(self) -> AsyncIterator[dict[str, Any]]:
@@ -210,9 +211,6 @@ class ProxyCollection:
     async def before(self, name: str) -> None:
         self.round_trips += 1
         self.trip_names.append(name)
-        if self._in_flight == 0:
-            self.waves.append([])
-        self.waves[-1].append(name)
         gate = self._gates.pop(name, None)
         if gate is not None:
             self.entered[name].set()
@@ -221,15 +219,23 @@ class ProxyCollection:
         if failure is not None:
             raise failure
 
+    def begin_wave_of(self, name: str) -> None:
+        """A request is sent: a wave begins when nothing else is in flight."""
+        if self._in_flight == 0:
+            self.waves.append([])
+        self.waves[-1].append(name)
+
     async def _send(self, name: str, call: Callable[[], Awaitable[_Result]]) -> _Result:
         """One request: counted, gated and failed by ``before``, and in flight until it returns,
         so requests a save sends together share a wave."""
-        await self.before(name)  # a wave begins when nothing else is in flight
+        self.begin_wave_of(name)
         self._in_flight += 1
         try:
             # A request takes the network at least one turn of the loop, as a real one does, so
-            # requests sent together are in flight together even where the engine answers at once.
+            # requests sent together are in flight together even where the engine answers (or
+            # the proxy fails it) at once.
             await asyncio.sleep(0)
+            await self.before(name)
             return await call()
         finally:
             self._in_flight -= 1

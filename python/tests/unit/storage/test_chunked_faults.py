@@ -21,6 +21,11 @@ pytestmark = pytest.mark.seeded_engine  # run under each engine scheduling seed 
 
 CHUNK_WRITE = "bulk_write"
 ALLOCATE = "find_one_and_update"
+RETAINED_MAXIMUM = "find_one"
+# In a counter's grace a chunked save sends its chunk write, its allocation and the retained-maximum
+# read together, then its insert: a fault or cancellation in any of them, while the others are in
+# flight, must leave nothing half-done.
+_REQUESTS = [CHUNK_WRITE, ALLOCATE, RETAINED_MAXIMUM, INSERT]
 
 
 def _history(count: int, seed: int = 1) -> list[dict[str, Any]]:
@@ -60,7 +65,7 @@ async def test_an_identical_retry_stores_one_root_and_other_content_conflicts(
     assert identity(await make_storage(collection).load("cp-a")) == identity(large("cp-a"))
 
 
-@pytest.mark.parametrize("failing", [CHUNK_WRITE, ALLOCATE, INSERT])
+@pytest.mark.parametrize("failing", _REQUESTS)
 async def test_a_failed_round_trip_stores_no_checkpoint_and_a_retry_succeeds(
     collection: InMemoryCollection, failing: str
 ) -> None:
@@ -77,7 +82,7 @@ async def test_a_failed_round_trip_stores_no_checkpoint_and_a_retry_succeeds(
     assert identity(await make_storage(collection).load("cp-1")) == identity(large("cp-1", messages=220))
 
 
-@pytest.mark.parametrize("inside", [CHUNK_WRITE, ALLOCATE, INSERT])
+@pytest.mark.parametrize("inside", _REQUESTS)
 async def test_a_save_cancelled_in_any_round_trip_is_retried_cleanly(
     collection: InMemoryCollection, inside: str
 ) -> None:
