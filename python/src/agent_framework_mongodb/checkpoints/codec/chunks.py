@@ -562,16 +562,15 @@ keeps its reference unresolved, and the rebuild refuses it."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class _Element:
-    tree: object
-    may_reference: bool
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
 class _Leaf:
     kind: str
     body: bytes
-    elements: tuple[_Element, ...]
+    elements: tuple[object, ...]
+    """A list or dict leaf's entries, as unpickled (a dict leaf's are ``[key, value]`` pairs)."""
+    may_reference: bool
+    """Whether the body holds the reference tag's bytes; a leaf without them is never scanned.
+    Kept once per leaf, not per entry: a frozen object per entry cost 2.9 ms of a 29 ms load at
+    2,000 messages (10,000 entries)."""
 
 
 class ChunkReader:
@@ -632,9 +631,9 @@ class ChunkReader:
         self._inflated += len(leaf.body) + 1
         self.joined_bytes += len(leaf.body)
         self._leaves[address] = leaf
-        for element in leaf.elements:
-            if element.may_reference:
-                self._reachable.update(references(element.tree))
+        if leaf.may_reference:
+            for element in leaf.elements:
+                self._reachable.update(references(element))
 
     def wanted(self) -> set[bytes]:
         """Addresses the root reaches, directly or through the added leaves, not added yet.
@@ -681,7 +680,9 @@ def _load_leaf(context: bytes, budget: int, address: object, data: object) -> _L
     kind, body = raw[:1].decode("ascii", "replace"), raw[1:]
     if kind not in _KINDS:
         raise MongoDBMappingError("A stored checkpoint chunk is of an unknown kind.")
-    return _Leaf(kind, body, tuple(_parse(body)) if kind in {_LIST, _DICT} else ())
+    if kind in {_LIST, _DICT}:
+        return _Leaf(kind, body, _parse(body), _REFERENCE_MARK in body)
+    return _Leaf(kind, body, (), False)
 
 
 def _decompress(data: bytes, budget: int) -> bytes:
@@ -745,7 +746,7 @@ def prove_chunk(context: bytes, chunk: Chunk, *, budget: int) -> None:
         raise MongoDBSerializationError(
             f"A checkpoint chunk would not load again, so it was not stored: {error}"
         ) from error
-    loaded = (leaf.body,) if leaf.kind in {_STR, _BYTES} else tuple(element.tree for element in leaf.elements)
+    loaded = (leaf.body,) if leaf.kind in {_STR, _BYTES} else leaf.elements
     # ==, as the codec's own round-trip proof: the loader keeps every scalar's exact type, and the
     # walk admits no NaN, so equal is the same tree.
     if loaded != chunk.parts:
@@ -754,14 +755,12 @@ def prove_chunk(context: bytes, chunk: Chunk, *, budget: int) -> None:
         )
 
 
-def _parse(body: bytes) -> Iterator[_Element]:
+def _parse(body: bytes) -> tuple[object, ...]:
     """The elements of a list or dict leaf: one pickle of a non-empty list."""
     elements = load_tree(body)
     if type(elements) is not list or not elements:
         raise MongoDBMappingError("A stored checkpoint chunk's entries are truncated or malformed.")
-    may_reference = _REFERENCE_MARK in body  # a leaf without the tag's bytes is never scanned
-    for element in cast("list[object]", elements):
-        yield _Element(element, may_reference)
+    return tuple(cast("list[object]", elements))
 
 
 class _Joiner:
@@ -811,7 +810,7 @@ class _Joiner:
             except UnicodeDecodeError as error:
                 raise MongoDBMappingError("A stored checkpoint chunk holds invalid text.") from error
         elements = [
-            self.splice(element.tree) if element.may_reference else element.tree
+            self.splice(element) if leaf.may_reference else element
             for address, leaf in zip(addresses, leaves, strict=True)
             for element in self._elements(address, leaf)
         ]
@@ -826,11 +825,11 @@ class _Joiner:
             mapping[key] = pair[1]
         return mapping
 
-    def _elements(self, address: bytes, leaf: _Leaf) -> tuple[_Element, ...]:
+    def _elements(self, address: bytes, leaf: _Leaf) -> tuple[object, ...]:
         # The first reference takes the elements parsed when the leaf was added; a leaf named
         # again is parsed again, because the rebuild refuses a container that appears twice.
         if address in self._used:
-            return tuple(_parse(leaf.body))
+            return _parse(leaf.body)
         self._used.add(address)
         return leaf.elements
 
