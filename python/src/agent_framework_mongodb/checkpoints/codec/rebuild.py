@@ -368,7 +368,7 @@ class _Rebuild:
                     if type(item) is tuple:
                         mapping[key] = build(item)
             else:
-                sequence = cast("list[Any]", container)
+                sequence: list[Any] = container  # type: ignore[assignment]  # not a dict: a list
                 for position, item in enumerate(sequence):
                     if type(item) is tuple:
                         sequence[position] = build(item)
@@ -580,22 +580,24 @@ def _build_named_tuple(rebuild: _Rebuild, node: tuple[Any, ...]) -> Any:
 
 def _check_object(rebuild: _Rebuild, node: tuple[Any, ...]) -> None:
     plan = rebuild.plan(node[1], KIND_OBJECT)
-    instance_state, slot_state = node[2], node[3]
+    # Any, as the node's parts are: a typing.cast per object cost about 0.6 ms of a 2,000-message load.
+    instance_state: Any = node[2]
+    slot_state: Any = node[3]
     if plan.instance_dict is None:
         _require(instance_state is None, f"{plan.key!r} instances have no __dict__")
     else:
         _require(type(instance_state) is dict, f"{plan.key!r} is stored without its attributes")
         rebuild.check(instance_state)
-        names = tuple(cast("dict[str, Any]", instance_state))
+        names = tuple(instance_state)
         if names not in plan.clean_names:
             check_attribute_names(plan, names)
     if slot_state is not None:
         _require(type(slot_state) is dict, f"{plan.key!r} is stored with malformed slots")
         rebuild.check(slot_state)
-        unknown = cast("dict[str, Any]", slot_state).keys() - plan.slots.keys()
+        unknown = slot_state.keys() - plan.slots.keys()
         _require(not unknown, f"{plan.key!r} has no slot named {sorted(unknown)[0] if unknown else ''!r}")
         if plan.pydantic:
-            _check_pydantic_slots(plan, cast("dict[str, Any]", slot_state))
+            _check_pydantic_slots(plan, slot_state)
 
 
 def _check_pydantic_slots(plan: ClassPlan, slot_state: dict[str, Any]) -> None:
@@ -629,7 +631,7 @@ def _build_object(rebuild: _Rebuild, node: tuple[Any, ...]) -> Any:
         plan.instance_dict.__set__(instance, node[2])
     if node[3]:
         slots = plan.slots
-        for name, item in cast("dict[str, Any]", node[3]).items():
+        for name, item in node[3].items():
             slots[name].__set__(instance, item)
     return instance
 
