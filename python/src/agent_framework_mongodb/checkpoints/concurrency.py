@@ -1,4 +1,4 @@
-"""Two independent requests of one operation, sent together so the operation waits for one round trip.
+"""Independent requests of one operation, sent together so the operation waits for one round trip.
 
 A save's allocation and the retained-maximum read it may need do not depend on each other, nor do
 its insert and the write that records a check; sending each pair at once costs one round trip of
@@ -12,7 +12,7 @@ import asyncio
 from collections.abc import Awaitable
 from typing import TypeVar
 
-__all__ = ["concurrently"]
+__all__ = ["concurrently", "together"]
 
 _First = TypeVar("_First")
 _Second = TypeVar("_Second")
@@ -41,3 +41,14 @@ async def concurrently(first: Awaitable[_First], second: Awaitable[_Second]) -> 
         if error is not None:
             raise error
     return tasks[0].result(), tasks[1].result()
+
+
+async def together(*requests: Awaitable[object]) -> None:
+    """Await every one of ``requests`` at once, as :func:`concurrently` does; results are dropped."""
+    if not requests:
+        return
+    first, *rest = requests
+    if not rest:
+        await first
+        return
+    await concurrently(first, together(*rest))

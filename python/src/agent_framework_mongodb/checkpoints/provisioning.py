@@ -42,6 +42,7 @@ __all__ = [
     "check_indexes",
     "create_indexes",
     "ensure_checkpoint_indexes",
+    "looked_at_unique_indexes",
     "report_missing_unique_indexes",
     "validate_checkpoint_indexes",
 ]
@@ -143,6 +144,12 @@ async def check_indexes(collection: CheckpointCollection) -> None:
             )
         _require_same_if_present(spec, listed)
     _remember(collection)
+
+
+def looked_at_unique_indexes(collection: CheckpointCollection) -> bool:
+    """Whether this process already listed or provisioned the indexes of ``collection``, so
+    :func:`report_missing_unique_indexes` would send nothing."""
+    return _seen(collection)
 
 
 async def report_missing_unique_indexes(collection: CheckpointCollection) -> None:

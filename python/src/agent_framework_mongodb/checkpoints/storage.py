@@ -13,7 +13,7 @@ a second for chunked checkpoints' leaves). Every operation runs under one client
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncIterator, Generator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Generator, Mapping
 from contextlib import contextmanager
 from types import TracebackType
 from typing import Any, Final
@@ -51,7 +51,7 @@ from .codec import CANONICAL_HASH_VERSION, CHUNKED_PAYLOAD_FORMAT, CheckpointCod
 from .codec.chunks import Chunker
 from .codec.signing import PayloadSigner
 from .concerns import bind_collection
-from .concurrency import concurrently
+from .concurrency import concurrently, together
 from .connection import (
     DEFAULT_COLLECTION_NAME,
     DEFAULT_DATABASE_NAME,
@@ -73,7 +73,13 @@ from .indexes import CHECKPOINT_INDEXES, SIMPLE_COLLATION
 from .ledger import LedgerCheck, read_ledger, read_with_ledger, record_deletion
 from .options import MongoDBCheckpointStorageOptions, validate_identifier
 from .paging import PagePosition, decode_cursor, encode_cursor, resolve_limit
-from .provisioning import build_timeout, check_indexes, create_indexes, report_missing_unique_indexes
+from .provisioning import (
+    build_timeout,
+    check_indexes,
+    create_indexes,
+    looked_at_unique_indexes,
+    report_missing_unique_indexes,
+)
 from .queries import (
     ASCENDING_SEQUENCE,
     CHECKPOINT_SUMMARY_PROJECTION,
@@ -293,8 +299,7 @@ class MongoDBCheckpointStorage(CheckpointStorage):
         with escalated_save_failures(self._options.strict_saves), self._operation("save") as record:
             prepared = self._prepare(checkpoint)
             activity = RunActivity(prepared.checkpoint_id, bool(checkpoint.pending_request_info_events))
-            await report_missing_unique_indexes(self._collection)  # once per collection and process
-            allocation = await self._allocate_beside_chunks(prepared, activity)
+            allocation = await self._allocate(prepared, activity)
             saved = await self._insert(prepared, activity, allocation)
             await self._keep_last(saved)
             record.result_count = 1
@@ -640,19 +645,28 @@ class MongoDBCheckpointStorage(CheckpointStorage):
             signer=self._signer,
         )
 
-    async def _allocate_beside_chunks(
-        self, prepared: PreparedCheckpoint, activity: RunActivity
-    ) -> Allocation:
-        """Store the leaves a chunked checkpoint references while its sequence is allocated: both
-        precede the insert, so a load never finds a checkpoint whose chunks are not all there yet,
-        and neither waits for the other. A failed chunk write leaves a spent number (a gap)."""
+    async def _allocate(self, prepared: PreparedCheckpoint, activity: RunActivity) -> Allocation:
+        """The save's first round trip: its sequence, and beside it what else must precede the
+        insert without depending on it. A chunked checkpoint's leaves are stored (a load never
+        finds a checkpoint whose chunks are not all there yet; a failed chunk write leaves a
+        spent number), and a process's first save looks at the unique indexes."""
         allocating = self._sequences.allocate(activity=activity, expires_at=prepared.expires_at)
-        if not prepared.chunks:
+        beside: list[Awaitable[None]] = []
+        if not looked_at_unique_indexes(self._collection):
+            beside.append(report_missing_unique_indexes(self._collection))
+        if prepared.chunks:
+            beside.append(
+                write_chunks(
+                    self._collection,
+                    self._scope,
+                    prepared.chunks,
+                    self._chunks,
+                    expires_at=prepared.expires_at,
+                )
+            )
+        if not beside:
             return await allocating
-        writing = write_chunks(
-            self._collection, self._scope, prepared.chunks, self._chunks, expires_at=prepared.expires_at
-        )
-        _, allocation = await concurrently(writing, allocating)
+        _, allocation = await concurrently(together(*beside), allocating)
         return allocation
 
     async def _insert(

@@ -192,3 +192,15 @@ async def test_a_failed_check_record_leaves_the_save_stored_and_the_next_save_ch
         "cp-stored",
         "cp-checks-again",
     ]
+
+
+async def test_a_processs_first_save_looks_at_the_indexes_beside_its_allocation(
+    proxy: ProxyCollection, proxied_storage: MongoDBCheckpointStorage
+) -> None:
+    # No ensure_indexes in this process: the look at the unique indexes (once per collection and
+    # process) costs no wait of its own.
+    await proxied_storage.save(make_checkpoint("cp-first"))
+    assert proxy.waves == [["list_indexes", ALLOCATE, RETAINED_MAXIMUM], [INSERT]]
+    proxy.reset()
+    await proxied_storage.save(make_checkpoint("cp-second"))
+    assert proxy.waves == [[ALLOCATE, RETAINED_MAXIMUM], [INSERT]]
