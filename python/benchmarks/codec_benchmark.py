@@ -13,17 +13,20 @@ For each conversation size it prints medians (milliseconds) of:
 
 Then the codec's targets (issue 22) as ratios measured in this run: encode <= 3x and decode <= 1.5x
 LangGraph's, and encode <= 1.0x the snapshot (a lower bound of the storage's save, which adds the
-document and the write). The storage's targets against ``FileCheckpointStorage`` are in
-``benchmarks.storage_benchmark``.
+document and the write); and the peak memory an encode allocates (``tracemalloc``, measured apart
+from the timings) against its payload, target <= 3x, beside the snapshot's peak on the same state.
+The storage's targets against ``FileCheckpointStorage`` are in ``benchmarks.storage_benchmark``.
 """
 
 from __future__ import annotations
 
+import gc
 import pickle
 import platform
 import statistics
 import sys
 import time
+import tracemalloc
 from collections.abc import Callable
 from functools import partial
 from importlib.metadata import version
@@ -63,6 +66,21 @@ def _median_ms(operation: Callable[[], object], repeats: int = _REPEATS) -> floa
     return statistics.median(timings) * 1000
 
 
+def _peak_bytes(operation: Callable[[], object]) -> int:
+    """The most memory ``operation`` held at once beyond what existed before it (``tracemalloc``)."""
+    operation()  # warm caches and imports, which would otherwise count
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before, _ = tracemalloc.get_traced_memory()
+        tracemalloc.reset_peak()
+        operation()
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    return peak - before
+
+
 def _raw_round_trip(public: dict[str, Any]) -> object:
     return pickle.loads(pickle.dumps(public, protocol=5))
 
@@ -92,6 +110,7 @@ def main() -> None:
     print(header)
     print("-" * len(header))
     ratios: list[tuple[int, str, float, float]] = []
+    memory: list[tuple[int, int, int, int]] = []
     for size in CONVERSATION_SIZES:
         checkpoint = build_checkpoint(size)
         public = checkpoint.to_dict()
@@ -117,6 +136,20 @@ def main() -> None:
             measured = (save / peer_encode, load / peer_decode, save / copied)
             for (target, limit), ratio in zip(_TARGETS, measured, strict=True):
                 ratios.append((size, target, ratio, limit))
+            encode_peak = _peak_bytes(partial(codec.encode, checkpoint))
+            snapshot_peak = _peak_bytes(partial(snapshot, checkpoint))
+            memory.append((size, len(encoded.payload), encode_peak, snapshot_peak))
+            ratios.append((size, "encode peak <= 3x payload", encode_peak / len(encoded.payload), 3.0))
+    print()
+    print(
+        f"{'messages':>8} {'payload':>9} {'encode peak':>12} {'/payload':>9} "
+        f"{'snapshot peak':>14} {'/payload':>9}"
+    )
+    for size, payload, encode_peak, snapshot_peak in memory:
+        print(
+            f"{size:>8} {payload:>9} {encode_peak:>12} {encode_peak / payload:>8.1f}x "
+            f"{snapshot_peak:>14} {snapshot_peak / payload:>8.1f}x"
+        )
     print()
     print(f"{'target':<26} {'messages':>8} {'ratio':>7}  verdict")
     for size, target, ratio, limit in ratios:
