@@ -32,17 +32,15 @@ import struct
 import types
 import uuid
 import zoneinfo
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from decimal import Decimal
 from typing import Any, Final, NoReturn, cast
 
 from ...errors import MongoDBMappingError, MongoDBSerializationError
+from .object_state import framework_state, merged_framework_state, pydantic_slots, refuse_names, state_dict
 from .rules import (
     KIND_ENUM,
     KIND_NAMED_TUPLE,
-    PYDANTIC_EXTRA,
-    PYDANTIC_FIELDS_SET,
-    PYDANTIC_PRIVATE,
     ClassNotFound,
     ClassPlan,
     TypeRefusal,
@@ -51,7 +49,6 @@ from .rules import (
     check_attribute_names,
     check_metaclass,
     is_mapping_class,
-    pydantic_slot_problem,
 )
 
 # type() spelled so the type checkers see type[Any]: the codec dispatches on exact types of
@@ -107,7 +104,6 @@ _TIMEDELTA: Final = struct.Struct(">iII").pack
 _MAX_LENGTH: Final = 0xFFFFFFFF
 _NONE: Final = b"N"
 _EMPTY: Final = b"d\x00\x00\x00\x00"
-_PAIR: Final = 2
 
 _Entry = tuple[bytes, bytes, int]
 """A dict entry's place in canonical order: (encoded key, encoded key + None, position)."""
@@ -241,6 +237,11 @@ class _Layout:
     ``__getstate__`` returned for such an instance the last time, ``omitted`` the positions
     (in the instance's names, sorted by name) of the fields it left out, and ``merged`` the
     order of the stored state those make.
+
+    Kept for one walk only, like every cache of the walk: what a save learns about a class is
+    never applied to another save, and no cache outlives the classes its ids name. (The plan
+    itself is the resolver's, kept per codec; its check that a name leads back to the same
+    class refuses a class replaced under its name.)
     """
 
     __slots__ = ("merged", "omitted", "order", "state_names")
@@ -260,6 +261,10 @@ class _Walker:
     methods). Values dispatch through one table keyed by ``id`` of their exact class: the
     built-in and standard classes are in it from the start, and each class of instances gets
     its own encoder, made from its plan the first time the walk meets it (``instance_encoder``).
+    Against the walk that dispatched every value through a chain of type tests and read every
+    object through the generic state reader, the table, the per-class encoders and the
+    per-layout knowledge of ``_dict_object_encoder`` took the walk from 45.5-48.0 to 36.4-38.3 ms
+    at 2,000 messages and from 4.6-4.7 to 3.7-3.8 ms at 200, side by side (ADR 0028).
     """
 
     __slots__ = (
@@ -745,7 +750,7 @@ class _Walker:
             # Exact str names first: the lookup would hash and compare a str subclass its own way.
             for name in names:
                 if type(name) is not str:
-                    _refuse_names(plan, names)
+                    refuse_names(plan, names)
             layout = layouts.get(names)
             if layout is None:
                 if names not in plan.clean_names:
@@ -757,7 +762,7 @@ class _Walker:
                 out += _EMPTY
                 active.discard(marker)
                 return ("o", key, instance_node, None)
-            state = _state_dict(value.__getstate__())
+            state = state_dict(value.__getstate__())
             if state is None:
                 raise TypeRefusal(f"{key!r} exposes pickle state that is not a dict.")
             state_names = tuple(state)
@@ -773,7 +778,7 @@ class _Walker:
                 else:
                     merged = state
             else:
-                merged = _merged_framework_state(instance_dict, state)
+                merged = merged_framework_state(instance_dict, state)
                 # The stored dict holds every name of the instance dict, so one of the same size
                 # holds the same names (Agent Framework copies the instance dict's own str
                 # objects); a larger one has names __getstate__ added, vetted here.
@@ -845,117 +850,14 @@ class _Walker:
                 except AttributeError:  # noqa: PERF203 - only an unset slot raises, and stays unset
                     continue
         if plan.framework_state:
-            state, slot_state = _framework_state(value, plan, instance_dict, slots)
+            state, slot_state = framework_state(value, plan, instance_dict, slots)
             # As in _dict_object_encoder: a larger dict has names __getstate__ added.
             if state and len(state) != len(instance_dict or ()):
                 check_attribute_names(plan, tuple(state))
             return state, slot_state
         if plan.pydantic and slots is not None:
-            slots = _pydantic_slots(plan, slots)
+            slots = pydantic_slots(plan, slots)
         return instance_dict, slots
-
-
-def _refuse_names(plan: ClassPlan, names: tuple[object, ...]) -> NoReturn:
-    """Refuse an instance dict with a name that is not an exact ``str``, as the full check does."""
-    check_attribute_names(plan, names)  # raises at that name, or at a bad name before it
-    raise TypeRefusal("an instance's attributes must have str names")
-
-
-def _merged_framework_state(instance_dict: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
-    """A slotless framework object's stored state: the state its ``__getstate__`` exposes, and
-    the fields it leaves out as ``None``, as the framework's own restore sets them."""
-    omitted = instance_dict.keys() - state.keys()
-    if not omitted:
-        return state
-    merged = state.copy()
-    for name in sorted(omitted):
-        merged[name] = None
-    return merged
-
-
-def _framework_state(
-    value: Any,
-    plan: ClassPlan,
-    instance_dict: dict[str, Any] | None,
-    slots: dict[str, Any] | None,
-) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
-    """State of a framework object as its own ``__getstate__`` exposes it.
-
-    Agent Framework types leave runtime-only fields (an SDK's raw response) out of their pickle
-    state and restore them as ``None``; the tree does the same, so the rebuilt object holds
-    exactly what the framework's own restore would give it.
-    """
-    state = _state_dict(value.__getstate__())
-    if state is None:
-        raise TypeRefusal(f"{plan.key!r} exposes pickle state that is not a dict.")
-    if not plan.slots:
-        if instance_dict is None:
-            raise TypeRefusal(f"{plan.key!r} exposes state but has no place for it.")
-        omitted = instance_dict.keys() - state.keys()
-        if not omitted:
-            return state, None
-        # Fields the framework leaves out come back as None, as its own restore sets them.
-        merged = state.copy()
-        for name in sorted(omitted):
-            merged[name] = None
-        return merged, None
-    dict_part: dict[str, Any] | None = None if instance_dict is None else dict.fromkeys(instance_dict)
-    slot_part: dict[str, Any] = {}
-    for name, item in state.items():
-        if name in plan.slots:
-            slot_part[name] = item
-        elif dict_part is not None:
-            dict_part[name] = item
-        else:
-            raise TypeRefusal(f"{plan.key!r} exposes state {name!r} that it has no place for.")
-    return dict_part, slot_part
-
-
-def _state_dict(state: object) -> dict[str, Any] | None:
-    """A ``__getstate__`` result as one dict: a dict, a (dict, slots) pair or ``None``."""
-    if state is None:
-        return {}
-    if type(state) is tuple:
-        parts = cast("tuple[object, ...]", state)
-        if len(parts) == _PAIR and all(part is None or type(part) is dict for part in parts):
-            merged: dict[str, Any] = {}
-            for part in parts:
-                if part is not None:
-                    merged.update(cast("dict[str, Any]", part))
-            return merged
-        return None
-    return cast("dict[str, Any]", state) if type(state) is dict else None
-
-
-def _pydantic_slots(plan: ClassPlan, slots: dict[str, Any]) -> dict[str, Any]:
-    """Vet a model's extras, private attributes and fields set; leave out unset private ones.
-
-    Private attributes never set are left out, as pydantic's own pickling does.
-    """
-    private: object = slots.get(PYDANTIC_PRIVATE)
-    if type(private) is dict and private:
-        values = cast("dict[str, object]", private)
-        slots = dict(slots)
-        slots[PYDANTIC_PRIVATE] = {
-            name: item for name, item in values.items() if type(item).__name__ != "PydanticUndefinedType"
-        }
-    for slot in (PYDANTIC_EXTRA, PYDANTIC_PRIVATE, PYDANTIC_FIELDS_SET):
-        if slot not in slots:
-            continue
-        held: object = slots[slot]
-        names: tuple[object, ...] | None = None
-        if slot == PYDANTIC_FIELDS_SET:
-            # model_construct keeps a frozenset it is given; pydantic itself makes sets.
-            if type(held) is set or type(held) is frozenset:
-                names = tuple(cast("Iterable[object]", held))
-        elif held is None:
-            continue
-        elif type(held) is dict:
-            names = tuple(cast("dict[object, object]", held))
-        problem = pydantic_slot_problem(plan, slot, names)
-        if problem is not None:
-            raise TypeRefusal(problem)
-    return slots
 
 
 def _unhashable_message(value: object, role: str) -> str:
