@@ -91,7 +91,7 @@ _INSTANCES: Final[tuple[Callable[[], object], ...]] = (
 
 def _alone(build: Callable[[], object]) -> tuple[bytes, Any]:
     walked = walk_value(build(), TypeResolver(_ALLOWED))
-    return walked.canonical[len(CANONICAL_HEADER) :], walked.tree
+    return bytes(walked.canonical[len(CANONICAL_HEADER) :]), walked.tree
 
 
 @pytest.mark.parametrize(

@@ -363,7 +363,7 @@ def _chunked(
 
 def canonical_form(value: object, allowed_checkpoint_types: Iterable[str | type] = ()) -> bytes:
     """Return the canonical encoding (hash version 3) of ``value``, header included."""
-    return walk_value(value, _resolver(allowed_checkpoint_types)).canonical
+    return bytes(walk_value(value, _resolver(allowed_checkpoint_types)).canonical)
 
 
 def canonical_hash(value: object, allowed_checkpoint_types: Iterable[str | type] = ()) -> str:

@@ -122,7 +122,7 @@ _HASH_SAFE_CLASSES: Final = frozenset(
 
 
 class Walked:
-    """A value's stored tree and canonical encoding (header included).
+    """A value's stored tree and canonical encoding (header included; the walk's own buffer).
 
     ``copied`` is what the load's rebuild will copy out of records (bytearray bytes, Decimal and
     path text), counted as the rebuild counts it: a tree may share one such value among many
@@ -132,7 +132,7 @@ class Walked:
 
     __slots__ = ("canonical", "copied", "tree")
 
-    def __init__(self, tree: object, canonical: bytes, copied: int) -> None:
+    def __init__(self, tree: object, canonical: bytes | bytearray, copied: int) -> None:
         self.tree = tree
         self.canonical = canonical
         self.copied = copied
@@ -171,7 +171,9 @@ def walk_value(value: object, resolver: TypeResolver) -> Walked:
         raise MongoDBSerializationError(
             f"Reading checkpoint state raised {type(error).__name__}; the checkpoint was not stored."
         ) from error
-    return Walked(tree, bytes(out), walker.copied)
+    # The buffer itself, not a bytes copy: it is only hashed, and a copy would add its size (2.5 MB
+    # at 2,000 messages, 3.5x the payload) to the encode's peak memory.
+    return Walked(tree, out, walker.copied)
 
 
 def _fail_cycle() -> NoReturn:
