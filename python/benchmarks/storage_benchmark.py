@@ -73,8 +73,9 @@ PAGE_ITEMS = 100
 RUNS = 50
 TARGET_SIZES = (200, 2000)
 CONTENDERS = ("mongo-client", "mongo-signed", "mongo-engine", "file", "memory", "codec")
-TARGETS = {"save": 0.9, "load": 0.5}
-"""Largest ratio to ``FileCheckpointStorage`` each client-side operation may take."""
+TARGETS = {"save": 0.5, "load": 0.35}
+"""Largest ratio to ``FileCheckpointStorage`` each client-side operation may take: issue 22's
+(issue 8's were 0.9 and 0.5)."""
 SIGNED_CONTENDERS = ("mongo-client", "mongo-signed")
 SIGNING_KEY = bytes(range(32))
 """A fixed benchmark key: what is measured is the HMAC's cost, not its secrecy."""
