@@ -42,9 +42,9 @@ written before ``retention_mode`` existed (a sequence without ``expires_at``) co
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from bson.errors import BSONError
 from pymongo import ReturnDocument
@@ -74,6 +74,8 @@ __all__ = [
     "retained_maximum",
     "sequence_of",
 ]
+
+_Result = TypeVar("_Result")
 
 PERMANENT: Final = "permanent"
 EXPIRING: Final = "expiring"
@@ -175,6 +177,15 @@ class SequenceAllocator:
         counter = await update.advance(floor=retained, increment=1, upsert=True, counts_save=False)
         self._expects_check = not _is_trusted(counter)
         return _allocation_of(counter)
+
+    async def recording_check(self, allocation: Allocation, request: Awaitable[_Result]) -> _Result:
+        """Await ``request`` (the save's insert), with ``allocation``'s check recorded beside it
+        when it has one; a save with none creates no task (two tasks cost about 16 µs, measured
+        beside a 0.7 ms save)."""
+        if allocation.check is None:
+            return await request
+        result, _ = await concurrently(request, self.record_check(allocation))
+        return result
 
     async def record_check(self, allocation: Allocation) -> None:
         """Mark the counter checked when ``allocation`` found it is: sent beside the insert.

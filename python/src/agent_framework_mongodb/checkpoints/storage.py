@@ -687,8 +687,8 @@ class MongoDBCheckpointStorage(CheckpointStorage):
                 )
             sequence = allocation.sequence
             try:
-                existing, _ = await concurrently(
-                    self._insert_if_absent(prepared, allocation), self._sequences.record_check(allocation)
+                existing = await self._sequences.recording_check(
+                    allocation, self._insert_if_absent(prepared, allocation)
                 )
             except DuplicateKeyError:
                 stored = await self._stored_identity(prepared)
