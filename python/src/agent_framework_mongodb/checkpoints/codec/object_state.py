@@ -13,13 +13,11 @@ from collections.abc import Iterable
 from typing import Any, Final, NoReturn, cast
 
 from .rules import (
-    PYDANTIC_EXTRA,
-    PYDANTIC_FIELDS_SET,
     PYDANTIC_PRIVATE,
     ClassPlan,
     TypeRefusal,
     check_attribute_names,
-    pydantic_slot_problem,
+    require_pydantic_slots,
 )
 
 __all__ = ["framework_state", "merged_framework_state", "pydantic_slots", "refuse_names", "state_dict"]
@@ -111,20 +109,12 @@ def pydantic_slots(plan: ClassPlan, slots: dict[str, Any]) -> dict[str, Any]:
         slots[PYDANTIC_PRIVATE] = {
             name: item for name, item in values.items() if type(item).__name__ != "PydanticUndefinedType"
         }
-    for slot in (PYDANTIC_EXTRA, PYDANTIC_PRIVATE, PYDANTIC_FIELDS_SET):
-        if slot not in slots:
-            continue
-        held: object = slots[slot]
-        names: tuple[object, ...] | None = None
-        if slot == PYDANTIC_FIELDS_SET:
-            # model_construct keeps a frozenset it is given; pydantic itself makes sets.
-            if type(held) is set or type(held) is frozenset:
-                names = tuple(cast("Iterable[object]", held))
-        elif held is None:
-            continue
-        elif type(held) is dict:
-            names = tuple(cast("dict[object, object]", held))
-        problem = pydantic_slot_problem(plan, slot, names)
-        if problem is not None:
-            raise TypeRefusal(problem)
+    require_pydantic_slots(plan, slots, _live_fields_set_names)
     return slots
+
+
+def _live_fields_set_names(held: object) -> tuple[object, ...] | None:
+    # model_construct keeps a frozenset it is given; pydantic itself makes sets.
+    if type(held) is set or type(held) is frozenset:
+        return tuple(cast("Iterable[object]", held))
+    return None

@@ -36,16 +36,13 @@ from .rules import (
     KIND_ENUM,
     KIND_NAMED_TUPLE,
     KIND_OBJECT,
-    PYDANTIC_EXTRA,
-    PYDANTIC_FIELDS_SET,
-    PYDANTIC_PRIVATE,
     ClassNotFound,
     ClassPlan,
     TypeRefusal,
     TypeResolver,
     all_not_found,
     check_attribute_names,
-    pydantic_slot_problem,
+    require_pydantic_slots,
 )
 from .walk import MAX_NESTING, PATH_CLASSES, check_hash_collisions
 
@@ -597,29 +594,14 @@ def _check_object(rebuild: _Rebuild, node: tuple[Any, ...]) -> None:
         unknown = slot_state.keys() - plan.slots.keys()
         _require(not unknown, f"{plan.key!r} has no slot named {sorted(unknown)[0] if unknown else ''!r}")
         if plan.pydantic:
-            _check_pydantic_slots(plan, slot_state)
+            require_pydantic_slots(plan, slot_state, _stored_fields_set_names)
 
 
-def _check_pydantic_slots(plan: ClassPlan, slot_state: dict[str, Any]) -> None:
-    """Vet a model's stored extras, private attributes and fields set (validated nodes)."""
-    for slot in (PYDANTIC_EXTRA, PYDANTIC_PRIVATE, PYDANTIC_FIELDS_SET):
-        if slot not in slot_state:
-            continue
-        node: object = slot_state[slot]
-        names: tuple[object, ...] | None = None
-        if slot == PYDANTIC_FIELDS_SET:
-            # model_construct keeps a frozenset it is given; pydantic itself makes sets. Phase
-            # one already validated the record, so it has a tag.
-            record = cast("tuple[object, ...]", node) if type(node) is tuple else ()
-            if record and record[0] in ("S", "Z"):
-                names = record[1:]
-        elif node is None:
-            continue
-        elif type(node) is dict:
-            names = tuple(cast("dict[str, object]", node))
-        problem = pydantic_slot_problem(plan, slot, names)
-        if problem is not None:
-            raise TypeRefusal(problem)
+def _stored_fields_set_names(node: object) -> tuple[object, ...] | None:
+    # model_construct keeps a frozenset it is given; pydantic itself makes sets. Phase one
+    # already validated the record, so it has a tag.
+    record = cast("tuple[object, ...]", node) if type(node) is tuple else ()
+    return record[1:] if record and record[0] in ("S", "Z") else None
 
 
 def _build_object(rebuild: _Rebuild, node: tuple[Any, ...]) -> Any:

@@ -27,7 +27,7 @@ import types
 import typing
 import uuid
 import zoneinfo
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Final, cast
 
@@ -52,6 +52,7 @@ __all__ = [
     "is_mapping_class",
     "is_protocol_name",
     "pydantic_slot_problem",
+    "require_pydantic_slots",
     "type_key",
 ]
 
@@ -644,6 +645,39 @@ PYDANTIC_EXTRA: Final = "__pydantic_extra__"
 PYDANTIC_PRIVATE: Final = "__pydantic_private__"
 PYDANTIC_FIELDS_SET: Final = "__pydantic_fields_set__"
 """The slots of a pydantic model whose contents :func:`pydantic_slot_problem` vets."""
+
+
+def require_pydantic_slots(
+    plan: ClassPlan,
+    slots: Mapping[str, object],
+    fields_set_names: Callable[[object], tuple[object, ...] | None],
+) -> None:
+    """Refuse a pydantic model's extras, private attributes or fields set that
+    :func:`pydantic_slot_problem` finds wrong; save and load share it.
+
+    Args:
+        plan: The model's plan.
+        slots: The model's slot state, as read on save or as loaded.
+        fields_set_names: The members of a stored fields set (a live set on save, a set record
+            on load), or ``None`` when it is not a set.
+
+    Raises:
+        TypeRefusal: The first problem found.
+    """
+    for slot in (PYDANTIC_EXTRA, PYDANTIC_PRIVATE, PYDANTIC_FIELDS_SET):
+        if slot not in slots:
+            continue
+        held = slots[slot]
+        names: tuple[object, ...] | None = None
+        if slot == PYDANTIC_FIELDS_SET:
+            names = fields_set_names(held)
+        elif held is None:
+            continue
+        elif type(held) is dict:
+            names = tuple(cast("dict[object, object]", held))
+        problem = pydantic_slot_problem(plan, slot, names)
+        if problem is not None:
+            raise TypeRefusal(problem)
 
 
 def pydantic_slot_problem(plan: ClassPlan, slot: str, names: tuple[object, ...] | None) -> str | None:
