@@ -32,7 +32,9 @@ save comes later, and the TTL monitor never reaches it.
 every touch but the window's first matches without modifying: the server rewrites no document
 (a ``$max`` that does not raise the value changes nothing) and logs no oplog entry, while the
 matched count still proves every remembered chunk exists. Rounding up only makes a chunk look
-touched later and expire later, so neither collection nor expiry can take it sooner.
+touched later and expire later, so neither collection nor expiry can take it sooner. Which chunks a
+save touches at all is the storage's ``ChunkMemory`` to say: within the window its last touch fell
+in, and under the same counter, none (``chunk_memory.py``).
 
 **Collection** deletes the run's chunks that no retained checkpoint references and that no save
 touched within a grace longer than any save takes, so a save that touched or wrote a chunk and has
@@ -83,8 +85,8 @@ __all__ = [
     "PERMANENT_EXPIRY",
     "SERVER_WINDOW_END",
     "TOUCH_WINDOW",
-    "ChunkMemory",
     "check_chunk_sizes",
+    "chunk_expiry",
     "collect_unreferenced_chunks",
     "delete_run_chunks",
     "fetch_chunks",
@@ -134,42 +136,9 @@ SERVER_CUTOFF: Final = {
 }
 """The collection cut-off, evaluated by the server: its ``$$NOW`` less :data:`COLLECTION_GRACE`."""
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=timezone.utc)
-_MEMORY_LIMIT: Final = 100_000
-"""Addresses a storage remembers: about 5 MB, a checkpoint of 3 GiB in 32 KiB leaves."""
 # A chunk document beyond its data: _id, kind and scope fields (identifiers up to 1 KiB each),
 # dates and BSON framing; measured generously, so the check needs no encoding.
 _CHUNK_OVERHEAD: Final = 6 * 1024
-
-
-class ChunkMemory:
-    """The addresses a storage wrote (after proving them) for its run, newest kept.
-
-    Only a hint: a remembered chunk is touched instead of sent, and written again if the touch
-    finds it gone. Never shared between runs (addresses differ by run anyway).
-    """
-
-    __slots__ = ("_addresses",)
-
-    def __init__(self) -> None:
-        self._addresses: dict[bytes, None] = {}
-
-    def __contains__(self, address: object) -> bool:
-        return address in self._addresses
-
-    def __bool__(self) -> bool:
-        return bool(self._addresses)
-
-    def remember(self, addresses: Iterable[bytes]) -> None:
-        """Remember ``addresses`` as stored; the oldest are forgotten beyond the limit."""
-        for address in addresses:
-            self._addresses.pop(address, None)
-            self._addresses[address] = None
-        while len(self._addresses) > _MEMORY_LIMIT:
-            del self._addresses[next(iter(self._addresses))]
-
-    def forget_all(self) -> None:
-        """Forget every address (the run was cleared)."""
-        self._addresses.clear()
 
 
 def check_chunk_sizes(chunks: Sequence[Chunk]) -> None:
@@ -190,23 +159,20 @@ def check_chunk_sizes(chunks: Sequence[Chunk]) -> None:
 async def write_chunks(
     collection: CheckpointCollection,
     scope: RunScope,
-    chunks: Sequence[Chunk],
-    memory: ChunkMemory,
+    upserts: Sequence[Chunk],
+    touches: Sequence[Chunk],
     *,
-    expires_at: datetime | None,
+    expiry: datetime,
 ) -> None:
-    """Make every one of ``chunks`` stored for the run, touched now (by the server's clock): one
-    round trip; one more
-    when a remembered chunk was removed meanwhile, or another writer inserted a new one first.
+    """Store ``upserts`` for the run and touch ``touches`` (chunks stored before), moving each to
+    ``expiry`` and to now by the server's clock: one round trip; one more when a touched chunk was
+    removed meanwhile, or another writer inserted a new one first.
 
     Raises:
         MongoDBConcurrencyError: Chunks kept vanishing or racing for :data:`_WRITE_ROUNDS` rounds
             (``retryable``).
         MongoDBIntegrationError: Other driver errors, translated by the codes inside them.
     """
-    upserts = [chunk for chunk in chunks if chunk.address not in memory]
-    touches = [chunk for chunk in chunks if chunk.address in memory]
-    expiry = PERMANENT_EXPIRY if expires_at is None else window_end(expires_at + CHUNK_EXPIRY_MARGIN)
     for _ in range(_WRITE_ROUNDS):
         outcome = await _write_batched(collection, scope, upserts, touches, expiry=expiry)
         # A chunk another writer inserted between this upsert's query and its insert exists now
@@ -217,7 +183,6 @@ async def write_chunks(
         if outcome.touched < len(touches):
             again += touches
         if not again:
-            memory.remember(chunk.address for chunk in chunks)
             return
         upserts, touches = again, []
     raise MongoDBConcurrencyError(
@@ -225,6 +190,12 @@ async def write_chunks(
         "nothing was stored for it. Retry the save.",
         retryable=True,
     )
+
+
+def chunk_expiry(expires_at: datetime | None) -> datetime:
+    """The expiry a save moves its chunks to: its checkpoint's plus :data:`CHUNK_EXPIRY_MARGIN`,
+    rounded up to a window, or :data:`PERMANENT_EXPIRY` for a permanent checkpoint."""
+    return PERMANENT_EXPIRY if expires_at is None else window_end(expires_at + CHUNK_EXPIRY_MARGIN)
 
 
 def window_end(moment: datetime) -> datetime:

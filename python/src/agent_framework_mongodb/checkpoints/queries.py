@@ -9,6 +9,7 @@ sequence index serves it without an in-memory sort.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -21,6 +22,8 @@ __all__ = [
     "BY_ID",
     "CHECKPOINT_SUMMARY_PROJECTION",
     "CHUNK_DATA_FIELD",
+    "CHUNK_GENERATION_BYTES",
+    "CHUNK_GENERATION_FIELD",
     "CHUNK_PROJECTION",
     "CHUNK_TOUCHED_FIELD",
     "COUNTED_FIELD",
@@ -35,6 +38,7 @@ __all__ = [
     "UNEXPIRED",
     "checkpoint_filter",
     "chunk_filter",
+    "chunks_cleared_update",
     "chunks_filter",
     "counter_filter",
     "insert_if_absent",
@@ -100,6 +104,11 @@ CHUNK_TOUCHED_FIELD: Final = "touched_at"
 """When a save last wrote or referenced the chunk (the server's clock, rounded up to a window);
 collection spares a chunk touched within its grace, so a save between its touch and its
 checkpoint's insert keeps it."""
+CHUNK_GENERATION_FIELD: Final = "chunk_generation"
+"""Random bytes on the run's counter that ``clear_run`` draws anew before it deletes the run's
+chunks; every allocation returns them, so a storage that remembers chunks learns they may be gone
+even when that ``clear_run`` failed before deleting the counter (``chunk_memory.py``)."""
+CHUNK_GENERATION_BYTES: Final = 16
 CHUNK_PROJECTION: Final[Mapping[str, int]] = {"_id": 1, CHUNK_DATA_FIELD: 1}
 """A load reads a chunk's address (its ``_id``) and stored bytes, nothing else."""
 SEQUENCE_PROJECTION: Final[Mapping[str, int]] = {"_id": 0, "sequence": 1}
@@ -241,6 +250,12 @@ def chunks_filter(scope: RunScope, addresses: list[bytes]) -> dict[str, Any]:
 def run_chunks_filter(scope: RunScope) -> dict[str, Any]:
     """Every chunk of the run: what ``clear_run`` deletes."""
     return {"_kind": CHUNK_KIND, **scope.fields()}
+
+
+def chunks_cleared_update() -> list[dict[str, Any]]:
+    """What ``clear_run`` sets on the run's counter before deleting its chunks: a new generation,
+    drawn here (a pipeline, as every counter update is)."""
+    return [{"$set": {CHUNK_GENERATION_FIELD: {"$literal": os.urandom(CHUNK_GENERATION_BYTES)}}}]
 
 
 def stale_chunks_filter(

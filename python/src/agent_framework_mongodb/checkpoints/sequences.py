@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Awaitable, Mapping, Sequence
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Any, Final, TypeVar
 
 from bson.errors import BSONError
@@ -62,7 +62,14 @@ from .concurrency import concurrently
 from .driver import CheckpointCollection
 from .indexes import SIMPLE_COLLATION
 from .ledger import new_epoch
-from .queries import DESCENDING_SEQUENCE, SEQUENCE_PROJECTION, counter_filter, run_filter
+from .queries import (
+    CHUNK_GENERATION_BYTES,
+    CHUNK_GENERATION_FIELD,
+    DESCENDING_SEQUENCE,
+    SEQUENCE_PROJECTION,
+    counter_filter,
+    run_filter,
+)
 from .scope import RunScope
 from .signatures import EPOCH_BYTES, EPOCH_FIELD
 
@@ -87,6 +94,7 @@ _COUNTER_PROJECTION: Final = {
     "recheck_until": 1,
     "allocated_at": 1,
     EPOCH_FIELD: 1,
+    CHUNK_GENERATION_FIELD: 1,
 }
 _UPSERT_ATTEMPTS: Final = 3
 
@@ -105,6 +113,12 @@ class Allocation:
 
     sequence: int
     epoch: bytes
+    allocated_at: datetime | None = None
+    """The server's ``$$NOW`` when it allocated (``None`` if the counter returned no date)."""
+    chunk_lineage: bytes | None = None
+    """The run's chunk set as the counter names it: its epoch and the chunk generation
+    ``clear_run`` last drew; equal lineages mean no ``clear_run`` deleted the run's chunks in
+    between. ``None`` when the counter holds an invalid generation, which no save may rely on."""
     check: _Check | None = dataclasses.field(default=None, repr=False)
     """A check this allocation made and has yet to record (``SequenceAllocator.record_check``)."""
 
@@ -373,7 +387,26 @@ def _allocation_of(counter: Mapping[str, Any]) -> Allocation:
     epoch = counter.get(EPOCH_FIELD)
     if type(epoch) is not bytes or len(epoch) != EPOCH_BYTES:
         raise MongoDBPersistenceError("The run's sequence counter holds no valid run epoch.")
-    return Allocation(sequence_of(counter), epoch)
+    allocated_at = counter.get("allocated_at")
+    return Allocation(
+        sequence_of(counter),
+        epoch,
+        _utc(allocated_at) if isinstance(allocated_at, datetime) else None,
+        _chunk_lineage(epoch, counter.get(CHUNK_GENERATION_FIELD, b"")),
+    )
+
+
+def _utc(moment: datetime) -> datetime:
+    """A server date as an aware UTC one: pymongo returns naive UTC dates unless ``tz_aware``."""
+    return moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment.astimezone(timezone.utc)
+
+
+def _chunk_lineage(epoch: bytes, generation: object) -> bytes | None:
+    """The epoch and the chunk generation (none until a ``clear_run`` draws one), or ``None``
+    for a generation no ``clear_run`` wrote."""
+    if type(generation) is not bytes or len(generation) not in (0, CHUNK_GENERATION_BYTES):
+        return None
+    return epoch + generation
 
 
 def sequence_of(document: Mapping[str, Any]) -> int:

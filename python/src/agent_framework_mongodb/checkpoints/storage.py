@@ -40,8 +40,8 @@ from ..errors import (
     translate_driver_error,
     translated_driver_errors,
 )
+from .chunk_memory import ChunkMemory, ChunkWrites
 from .chunk_store import (
-    ChunkMemory,
     check_chunk_sizes,
     collect_unreferenced_chunks,
     delete_run_chunks,
@@ -89,6 +89,7 @@ from .queries import (
     PAYLOAD_PROJECTION,
     SEQUENCE_PROJECTION,
     checkpoint_filter,
+    chunks_cleared_update,
     counter_filter,
     insert_if_absent,
     page_filter,
@@ -486,6 +487,9 @@ class MongoDBCheckpointStorage(CheckpointStorage):
     async def clear_run(self) -> MongoDBCheckpointClearResult:
         """Delete every checkpoint of the bound run, then its chunks, then its sequence counter.
 
+        Three round trips: the checkpoints' delete goes out beside an update of the counter that
+        tells the run's writers its chunks are going (``chunk_memory.py``).
+
         For a completed run: quiesce its writers first. Safe to retry after a partial failure.
         Every delete states the complete scope; none can reach another run.
         """
@@ -493,9 +497,19 @@ class MongoDBCheckpointStorage(CheckpointStorage):
             self._chunks.forget_all()
             with translated_driver_errors(operation="write", action="clear the run"):
                 count_round_trip()
-                checkpoints = await self._collection.delete_many(
-                    run_filter(self._scope), collation=SIMPLE_COLLATION
+                deleting = self._collection.delete_many(run_filter(self._scope), collation=SIMPLE_COLLATION)
+                # Before any chunk goes: a writer that remembers the run's chunks learns from its
+                # next allocation that they may be gone, even if this clear stops before the counter.
+                count_round_trip()
+                marking = self._collection.find_one_and_update(
+                    counter_filter(self._scope),
+                    chunks_cleared_update(),
+                    _ID_ONLY,
+                    upsert=False,
+                    return_document=ReturnDocument.BEFORE,
+                    collation=SIMPLE_COLLATION,
                 )
+                checkpoints, _ = await concurrently(deleting, marking)
                 chunks_deleted = await delete_run_chunks(self._collection, self._scope)
                 count_round_trip()
                 counter = await self._collection.delete_one(
@@ -654,20 +668,28 @@ class MongoDBCheckpointStorage(CheckpointStorage):
         beside: list[Awaitable[None]] = []
         if not looked_at_unique_indexes(self._collection):
             beside.append(report_missing_unique_indexes(self._collection))
-        if prepared.chunks:
+        writes = self._chunks.plan(prepared.chunks, prepared.expires_at) if prepared.chunks else None
+        if writes is not None and (writes.upserts or writes.touches):
             beside.append(
                 write_chunks(
-                    self._collection,
-                    self._scope,
-                    prepared.chunks,
-                    self._chunks,
-                    expires_at=prepared.expires_at,
+                    self._collection, self._scope, writes.upserts, writes.touches, expiry=writes.expiry
                 )
             )
-        if not beside:
-            return await allocating
-        _, allocation = await concurrently(together(*beside), allocating)
+        if beside:
+            _, allocation = await concurrently(together(*beside), allocating)
+        else:
+            allocation = await allocating
+        if writes is not None:
+            await self._settle_chunks(writes, allocation)
         return allocation
+
+    async def _settle_chunks(self, writes: ChunkWrites, allocation: Allocation) -> None:
+        """Write what the allocation's reply shows the deferred chunks still need (a round trip
+        only when it disagrees with the estimate), then remember the save's chunks."""
+        upserts, touches = self._chunks.follow_up(writes, allocation)
+        if upserts or touches:
+            await write_chunks(self._collection, self._scope, upserts, touches, expiry=writes.expiry)
+        self._chunks.remember(writes, allocation)
 
     async def _insert(
         self, prepared: PreparedCheckpoint, activity: RunActivity, allocation: Allocation

@@ -66,6 +66,13 @@ def advance_server_clock(collection: Any, delta: timedelta) -> None:
     client.clock = lambda: datetime.now(timezone.utc) + offset
 
 
+def pin_server_clock(collection: Any, moment: datetime) -> None:
+    """Set the engine's server clock (``$$NOW``) to ``moment``, running on from there."""
+    client = engine_client(collection)
+    offset = moment - datetime.now(timezone.utc)
+    client.clock = lambda: datetime.now(timezone.utc) + offset
+
+
 def end_counter_grace(collection: Any) -> None:
     """Let the server's time pass every new counter's re-check grace (ADR 0006)."""
     advance_server_clock(collection, make_options().counter_recheck_grace + timedelta(seconds=1))

@@ -137,7 +137,7 @@ async def test_page_after_a_cursor_costs_one(
     assert proxy.trip_names == ["find_fetch"]
 
 
-async def test_clear_run_costs_three(
+async def test_clear_run_waits_for_three(
     proxy: ProxyCollection, proxied_storage: MongoDBCheckpointStorage
 ) -> None:
     await save_chain(proxied_storage, 3)
@@ -145,7 +145,9 @@ async def test_clear_run_costs_three(
 
     await proxied_storage.clear_run()
 
-    assert proxy.round_trips == 3  # checkpoints, chunks, counter
+    # checkpoints beside the counter's chunk generation, then chunks, then the counter
+    assert proxy.round_trips == 4
+    assert len(proxy.waves) == 3
 
 
 async def test_index_operations_cost_two_and_one(
