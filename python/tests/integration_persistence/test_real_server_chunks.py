@@ -114,3 +114,23 @@ def _storage(target: MongoTarget, **options: Any) -> MongoDBCheckpointStorage:
     return MongoDBCheckpointStorage(
         target.collection, options=dataclasses.replace(target.storage().options, **options)
     )
+
+
+async def test_a_writer_that_remembers_chunks_saves_loadably_after_a_clear_run_elsewhere(
+    target: MongoTarget,
+) -> None:
+    """Within a touch window a save leaves out the touches of chunks it wrote (ADR 0029); a
+    ``clear_run`` by another storage gives the counter a new lineage, and the writer's next save
+    writes what it references again."""
+    await target.storage().ensure_indexes()
+    writer = target.storage()
+    history = _history(400, seed=5)
+    await writer.save(checkpoint("cp-0", state={"history": history[:300]}))
+    await writer.save(checkpoint("cp-1", state={"history": history[:310]}))  # touches left out
+    await target.storage().clear_run()
+    assert await target.collection.count_documents({"_kind": CHUNK_KIND}) == 0
+
+    await writer.save(checkpoint("cp-2", state={"history": history[:320]}))
+
+    loaded = await target.storage().load("cp-2")
+    assert loaded.state["history"] == history[:320]
