@@ -18,7 +18,8 @@ filters by ``_kind`` and scope with optional ``_id`` equality or ``sequence`` ``
 checkpoint insert (an upsert with ``$setOnInsert`` that returns the stored identity), and a
 chunked checkpoint's chunk writes (one ``bulk_write`` of upserts and a touch) and reads (a ``find``
 by ``_id`` ``$in``), keeping each chunk's encoded reply server-side as it does a checkpoint's. Its counters
-are always checked and never in a re-check grace: it measures the steady state. It is not a
+are always checked and never in a re-check grace, and return the allocation's time by the system clock, as a
+server's ``$$NOW``: it measures the steady state. It is not a
 database; the in-process engine is the faithful double.
 
 ``CountingCollection`` wraps any collection (the in-process engine in the benchmark) and counts
@@ -249,8 +250,14 @@ class InstantCollection:
         floor = addition[0]["$max"][1]
         counter["sequence"] = max(counter["sequence"], floor) + addition[1]
         counter.setdefault("run_epoch", stage["run_epoch"]["$ifNull"][1]["$literal"])
-        # Checked: a counter this double keeps never restarts below a retained sequence.
-        reply = {"sequence": counter["sequence"], "sequence_checked": True, "run_epoch": counter["run_epoch"]}
+        # Checked: a counter this double keeps never restarts below a retained sequence. A server
+        # returns the allocation's $$NOW too, which decides which chunk touches a save leaves out.
+        reply = {
+            "sequence": counter["sequence"],
+            "sequence_checked": True,
+            "run_epoch": counter["run_epoch"],
+            "allocated_at": datetime.datetime.now(datetime.timezone.utc),
+        }
         return bson.decode(bson.encode(reply))
 
     @staticmethod
