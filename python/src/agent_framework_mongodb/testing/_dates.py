@@ -19,7 +19,7 @@ the first ``startOfWeek`` day (Sunday by default) on or after 2000-01-01.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Generator, Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta, timezone
 from typing import Any, Final, cast
 
@@ -27,6 +27,8 @@ from bson.objectid import ObjectId
 from bson.timestamp import Timestamp
 from mongomock_ng import aggregate
 from pymongo.errors import OperationFailure
+
+from ._swaps import CountedSwap
 
 FIXED_UNITS_MS: Final = {
     "millisecond": 1,
@@ -44,32 +46,28 @@ _REFERENCE: Final = datetime(2000, 1, 1)
 _DAYS: Final = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 
 _Handler = Callable[..., Any]
-_active = 0
-"""How many requests are running server-side right now (they may interleave at awaits)."""
 _originals: dict[str, _Handler] = {}
 
 
-@contextlib.contextmanager
-def server_date_expressions() -> Generator[None]:
-    """Evaluate the three operators as the server does while the block runs.
+def _install() -> None:
+    _originals["add"] = aggregate._handle_date_add_operator  # pyright: ignore[reportPrivateUsage]
+    _originals["trunc"] = aggregate._handle_date_trunc_operator  # pyright: ignore[reportPrivateUsage]
+    aggregate._handle_date_add_operator = _date_add  # pyright: ignore[reportPrivateUsage]
+    aggregate._handle_date_trunc_operator = _date_trunc  # pyright: ignore[reportPrivateUsage]
 
-    Requests in flight together may enter and leave in any order, so the swap is counted: the
-    first to enter installs it and the last to leave restores mongomock_ng's own handlers.
-    """
-    global _active  # noqa: PLW0603 - one swap shared by every client in the process
-    if _active == 0:
-        _originals["add"] = aggregate._handle_date_add_operator  # pyright: ignore[reportPrivateUsage]
-        _originals["trunc"] = aggregate._handle_date_trunc_operator  # pyright: ignore[reportPrivateUsage]
-        aggregate._handle_date_add_operator = _date_add  # pyright: ignore[reportPrivateUsage]
-        aggregate._handle_date_trunc_operator = _date_trunc  # pyright: ignore[reportPrivateUsage]
-    _active += 1
-    try:
-        yield
-    finally:
-        _active -= 1
-        if _active == 0:
-            aggregate._handle_date_add_operator = _originals["add"]  # pyright: ignore[reportPrivateUsage]
-            aggregate._handle_date_trunc_operator = _originals["trunc"]  # pyright: ignore[reportPrivateUsage]
+
+def _restore() -> None:
+    aggregate._handle_date_add_operator = _originals["add"]  # pyright: ignore[reportPrivateUsage]
+    aggregate._handle_date_trunc_operator = _originals["trunc"]  # pyright: ignore[reportPrivateUsage]
+
+
+_SWAP: Final = CountedSwap(_install, _restore)
+
+
+def server_date_expressions() -> contextlib.AbstractContextManager[None]:
+    """Evaluate the three operators as the server does while the block runs (a counted swap:
+    requests in flight together share it, ``_swaps.py``)."""
+    return _SWAP.held()
 
 
 def _date_add(operator: str, values: Any, out_value: Mapping[str, Any]) -> datetime | None:

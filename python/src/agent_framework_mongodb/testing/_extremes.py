@@ -13,15 +13,15 @@ is, entry 23) stays mongomock_ng's.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Generator, Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, Final, cast
 
 from mongomock_ng import aggregate
 
+from ._swaps import CountedSwap
+
 __all__ = ["server_extremes"]
 
-_active = 0
-"""How many requests are running server-side right now (they may interleave at awaits)."""
 _originals: dict[str, Callable[[Any], Any]] = {}
 
 
@@ -47,20 +47,26 @@ def _extreme(choose: Callable[[list[Any]], Any]) -> Callable[[Any], Any]:
 _SHIMS: dict[str, Callable[[Any], Any]] = {"$max": _extreme(max), "$min": _extreme(min)}
 
 
-@contextlib.contextmanager
-def server_extremes() -> Generator[None]:
-    """Evaluate ``$max`` and ``$min`` as the server does while the block runs (a counted swap,
-    like ``_dates.server_date_expressions``)."""
-    global _active  # noqa: PLW0603 - one swap shared by every client in the process
+def _install() -> None:
+    table = _operator_table()
+    for name, shim in _SHIMS.items():
+        _originals[name] = table[name]
+        table[name] = shim
+
+
+def _restore() -> None:
+    _operator_table().update(_originals)
+
+
+def _operator_table() -> dict[str, Callable[[Any], Any]]:
     table: dict[str, Callable[[Any], Any]] = getattr(aggregate, "_GROUPING_OPERATOR_MAP")  # noqa: B009 - private
-    if _active == 0:
-        for name, shim in _SHIMS.items():
-            _originals[name] = table[name]
-            table[name] = shim
-    _active += 1
-    try:
-        yield
-    finally:
-        _active -= 1
-        if _active == 0:
-            table.update(_originals)
+    return table
+
+
+_SWAP: Final = CountedSwap(_install, _restore)
+
+
+def server_extremes() -> contextlib.AbstractContextManager[None]:
+    """Evaluate ``$max`` and ``$min`` as the server does while the block runs (a counted swap,
+    ``_swaps.py``)."""
+    return _SWAP.held()
