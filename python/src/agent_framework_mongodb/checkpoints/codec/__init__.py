@@ -181,6 +181,9 @@ class CheckpointCodec:
         """
         public = _public_dict(checkpoint)
         walked = walk_value(public, self._resolver)
+        payload_hash = hashlib.sha256(walked.canonical).hexdigest()
+        # Only hashed: released before the pickle and the proof, so it never adds to their peak.
+        walked.canonical = b""
         payload = _pickled(walked.tree)
         if chunking is not None and len(payload) > chunking.max_checkpoint_bytes:
             raise MongoDBSerializationError(
@@ -188,7 +191,6 @@ class CheckpointCodec:
                 f"max_checkpoint_bytes ({chunking.max_checkpoint_bytes:,}); nothing was written. Keep "
                 "large artefacts outside the workflow state and store references to them instead."
             )
-        payload_hash = hashlib.sha256(walked.canonical).hexdigest()
         if chunking is not None and len(payload) > DEFAULT_SPLIT_ABOVE:
             chunker = chunking.chunker or Chunker(chunking.context)
             split = chunker.split(walked.tree)
