@@ -59,6 +59,7 @@ __all__ = [
     "PreparedCheckpoint",
     "SignaturePolicy",
     "StoredPayload",
+    "as_utc",
     "prepare_checkpoint",
     "stored_payload",
     "utc_now",
@@ -392,6 +393,12 @@ def _nested_addresses(value: object) -> tuple[bytes, ...]:
         raise MongoDBMappingError(f"A stored checkpoint's {NESTED_CHUNKS_FIELD} is malformed.")
     data = bytes(value)
     return tuple(data[start : start + _ADDRESS_BYTES] for start in range(0, len(data), _ADDRESS_BYTES))
+
+
+def as_utc(moment: datetime) -> datetime:
+    """A date read from MongoDB as an aware UTC one: pymongo returns naive UTC dates unless the
+    client is ``tz_aware``, and aware ones in the client's ``tzinfo`` if it is."""
+    return moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment.astimezone(timezone.utc)
 
 
 def utc_now() -> datetime:

@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Awaitable, Mapping, Sequence
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from typing import Any, Final, TypeVar
 
 from bson.errors import BSONError
@@ -59,6 +59,7 @@ from ..errors import (
     translated_driver_errors,
 )
 from .concurrency import concurrently
+from .documents import as_utc
 from .driver import CheckpointCollection
 from .indexes import SIMPLE_COLLATION
 from .ledger import new_epoch
@@ -391,14 +392,9 @@ def _allocation_of(counter: Mapping[str, Any]) -> Allocation:
     return Allocation(
         sequence_of(counter),
         epoch,
-        _utc(allocated_at) if isinstance(allocated_at, datetime) else None,
+        as_utc(allocated_at) if isinstance(allocated_at, datetime) else None,
         _chunk_lineage(epoch, counter.get(CHUNK_GENERATION_FIELD, b"")),
     )
-
-
-def _utc(moment: datetime) -> datetime:
-    """A server date as an aware UTC one: pymongo returns naive UTC dates unless ``tz_aware``."""
-    return moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment.astimezone(timezone.utc)
 
 
 def _chunk_lineage(epoch: bytes, generation: object) -> bytes | None:

@@ -7,10 +7,11 @@ lacks them, so a damaged or foreign document fails loudly instead of being liste
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any, cast
 
 from ..errors import MongoDBMappingError
+from .documents import as_utc
 from .paging import PagePosition, RunPosition
 from .queries import COUNTED_FIELD, RETAINED_FIELD
 from .results import RUN_COUNT_LIMIT, MongoDBCheckpointSummary, MongoDBRunSummary
@@ -49,8 +50,8 @@ def checkpoint_summary_of(document: Mapping[str, Any]) -> MongoDBCheckpointSumma
         checkpoint_id=checkpoint_id_of(document),
         sequence=_sequence_of(document),
         parent_checkpoint_id=parent if isinstance(parent, str) else None,
-        created_at=_utc(created_at),
-        expires_at=None if expires_at is None else _utc(expires_at),
+        created_at=as_utc(created_at),
+        expires_at=None if expires_at is None else as_utc(expires_at),
         payload_bytes=_count(size),
     )
 
@@ -76,7 +77,7 @@ def run_summary_of(document: Mapping[str, Any]) -> MongoDBRunSummary:
         latest_checkpoint_id=latest if isinstance(latest, str) else None,
         latest_sequence=int(sequence),
         checkpoint_count=min(retained, RUN_COUNT_LIMIT),
-        updated_at=_utc(allocated_at),
+        updated_at=as_utc(allocated_at),
         waiting_for_input=document.get("waiting_for_input") is True,
         saves=int(sequence) if saves is None else saves,
         checkpoint_count_capped=retained > RUN_COUNT_LIMIT,
@@ -123,8 +124,3 @@ def _count(value: object) -> int | None:
     if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
         return int(value)
     return None
-
-
-def _utc(moment: datetime) -> datetime:
-    # A client without tz_aware returns naive UTC datetimes; summaries are always aware UTC.
-    return moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment.astimezone(timezone.utc)
