@@ -160,18 +160,16 @@ class ChunkMemory:
                 touches.append(chunk)
         return upserts, touches
 
-    def remember(self, writes: ChunkWrites, allocation: Allocation) -> None:
-        """Record the save's chunks as stored: those it wrote or touched stamped by its
-        allocation, those it left alone with the stamp that covered them; the oldest are
-        forgotten beyond the limit."""
+    def remember(self, writes: ChunkWrites, allocation: Allocation, followed: Sequence[Chunk]) -> None:
+        """Record the save's chunks as stored: those it wrote or touched, beside the allocation or
+        in the follow-up (``followed``), stamped by its allocation; those it left alone keep the
+        stamp they have. The oldest are forgotten beyond the limit."""
+        for chunk in writes.deferred:
+            self._stamps[chunk.address] = self._stamps.pop(chunk.address, None)
         stamp = _stamp_of(allocation, writes.expiry)
-        for chunk in (*writes.upserts, *writes.touches):
+        for chunk in (*writes.upserts, *writes.touches, *followed):
             self._stamps.pop(chunk.address, None)
             self._stamps[chunk.address] = stamp
-        for chunk in writes.deferred:
-            kept = self._stamps.pop(chunk.address, None)
-            covered = kept is not None and kept.covers(allocation, writes.expiry)
-            self._stamps[chunk.address] = kept if covered else stamp
         while len(self._stamps) > _MEMORY_LIMIT:
             del self._stamps[next(iter(self._stamps))]
 

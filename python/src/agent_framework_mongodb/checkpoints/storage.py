@@ -689,7 +689,7 @@ class MongoDBCheckpointStorage(CheckpointStorage):
         upserts, touches = self._chunks.follow_up(writes, allocation)
         if upserts or touches:
             await write_chunks(self._collection, self._scope, upserts, touches, expiry=writes.expiry)
-        self._chunks.remember(writes, allocation)
+        self._chunks.remember(writes, allocation, [*upserts, *touches])
 
     async def _insert(
         self, prepared: PreparedCheckpoint, activity: RunActivity, allocation: Allocation

@@ -262,8 +262,8 @@ def _chunk(n: int) -> Chunk:
 def _saved(memory: ChunkMemory, chunks: list[Chunk], allocation: Allocation) -> None:
     """What a save does with its memory: plan, learn the reply, remember."""
     writes = memory.plan(chunks, None)
-    memory.follow_up(writes, allocation)
-    memory.remember(writes, allocation)
+    upserts, touches = memory.follow_up(writes, allocation)
+    memory.remember(writes, allocation, [*upserts, *touches])
 
 
 def _allocation(at: datetime, lineage: bytes = b"e" * 16) -> Allocation:
