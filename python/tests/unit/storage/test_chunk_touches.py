@@ -75,6 +75,12 @@ def statements(proxy: ProxyCollection) -> list[tuple[int, int]]:
     return [(sum(bool(r._upsert) for r in bulk), sum(not r._upsert for r in bulk)) for bulk in bulks]
 
 
+async def loads_equal(collection: InMemoryCollection, checkpoint: WorkflowCheckpoint) -> bool:
+    """Whether a storage that remembers nothing (another process) loads ``checkpoint`` equal."""
+    loaded = await make_storage(collection).load(checkpoint.checkpoint_id)
+    return identity(loaded) == identity(checkpoint)
+
+
 async def chunk_documents(collection: InMemoryCollection) -> list[dict[str, Any]]:
     return await collection.find({"_kind": CHUNK_KIND}).to_list(None)
 
@@ -101,8 +107,7 @@ async def test_a_save_within_the_window_sends_only_its_new_chunks(proxy: ProxyCo
     ((upserts, touches),) = statements(proxy)
     assert 0 < upserts <= 3
     assert touches == 0
-    fresh = make_storage(proxy.inner)
-    assert identity(await fresh.load(conversation(102).checkpoint_id)) == identity(conversation(102))
+    assert await loads_equal(proxy.inner, conversation(102))
 
 
 async def test_a_save_in_the_next_window_touches_after_the_reply_when_the_estimate_missed(
@@ -174,8 +179,7 @@ async def test_a_clear_run_elsewhere_makes_the_next_save_write_its_chunks_whole(
     (_, first_touches), (second_upserts, second_touches) = statements(proxy)
     assert (first_touches, second_touches) == (0, 0)
     assert second_upserts > 0
-    fresh = make_storage(proxy.inner)
-    assert identity(await fresh.load(conversation(102).checkpoint_id)) == identity(conversation(102))
+    assert await loads_equal(proxy.inner, conversation(102))
 
 
 class _CounterDeleteFails(ProxyCollection):
@@ -200,8 +204,7 @@ async def test_a_clear_run_that_stopped_before_the_counter_still_tells_the_write
 
     await storage.save(conversation(102))
 
-    fresh = make_storage(proxy.inner)
-    assert identity(await fresh.load(conversation(102).checkpoint_id)) == identity(conversation(102))
+    assert await loads_equal(proxy.inner, conversation(102))
 
 
 @pytest.mark.parametrize("generation", [7, "x", b"short", None])
@@ -217,9 +220,8 @@ async def test_a_counter_with_an_invalid_chunk_generation_is_never_relied_on(
     await storage.save(conversation(102))
     await storage.save(conversation(103))
 
-    fresh = make_storage(proxy.inner)
     for step in (102, 103):
-        assert identity(await fresh.load(conversation(step).checkpoint_id)) == identity(conversation(step))
+        assert await loads_equal(proxy.inner, conversation(step))
 
 
 async def test_a_chunk_deleted_by_hand_is_written_again_in_the_next_window(proxy: ProxyCollection) -> None:
@@ -234,8 +236,7 @@ async def test_a_chunk_deleted_by_hand_is_written_again_in_the_next_window(proxy
 
     advance_server_clock(proxy, TOUCH_WINDOW)
     await storage.save(conversation(103))
-    fresh = make_storage(proxy.inner)
-    assert identity(await fresh.load(conversation(103).checkpoint_id)) == identity(conversation(103))
+    assert await loads_equal(proxy.inner, conversation(103))
 
 
 async def test_a_failed_follow_up_write_stores_no_checkpoint_and_a_retry_succeeds(
@@ -252,7 +253,7 @@ async def test_a_failed_follow_up_write_stores_no_checkpoint_and_a_retry_succeed
     assert proxy.waves == [[ALLOCATE], [CHUNK_WRITE]]
 
     assert await storage.save(same) == "cp-same"
-    assert identity(await make_storage(proxy.inner).load("cp-same")) == identity(same)
+    assert await loads_equal(proxy.inner, same)
 
 
 def _chunk(n: int) -> Chunk:
