@@ -16,8 +16,6 @@ from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Final
 
-import pymongo
-
 from .._telemetry import OperationRecord, completion_log
 from ..errors import MongoDBConfigurationError
 from .codec import CheckpointCodec
@@ -26,10 +24,12 @@ from .connection import (
     DEFAULT_COLLECTION_NAME,
     DEFAULT_DATABASE_NAME,
     DEFAULT_WAIT_TIMEOUT,
+    close_client,
     resolve_collection,
     validate_wait_timeout,
     wait_for_server,
 )
+from .deadlines import operation_deadline
 from .driver import CheckpointClient, CheckpointCollection
 from .options import (
     DEFAULT_MAX_CHECKPOINT_BYTES,
@@ -214,11 +214,12 @@ class MongoDBCheckpointCatalog:
 
     async def close(self) -> None:
         """Close the client if this catalog built it; injected clients are left open. Idempotent.
-        Once it is closed, the catalog refuses every operation with ``MongoDBConfigurationError``."""
+        Once it is closed, the catalog refuses every operation with ``MongoDBConfigurationError``.
+        Returns within ``operation_timeout`` (plus a second), as ``MongoDBCheckpointStorage.close``."""
         client, self._owned_client = self._owned_client, None
         if client is not None:
             self._closed = True
-            await client.close()
+            await close_client(client, timeout=self._template.operation_timeout)
 
     async def __aenter__(self) -> MongoDBCheckpointCatalog:
         return self
@@ -338,7 +339,7 @@ class MongoDBCheckpointCatalog:
 
     @contextmanager
     def _deadline(self) -> Generator[None]:
-        with pymongo.timeout(self._template.operation_timeout):
+        with operation_deadline(self._template.operation_timeout):
             yield
 
     async def _idle_runs(self, older_than: timedelta, workflow_name: object) -> list[MongoDBRunSummary]:

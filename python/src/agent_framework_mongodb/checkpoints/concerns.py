@@ -19,13 +19,15 @@ from __future__ import annotations
 from pymongo import ReadPreference
 
 from ..errors import MongoDBConfigurationError
+from .bounded import BoundedCollection
 from .driver import CheckpointCollection
 
 __all__ = ["bind_collection"]
 
 
 def bind_collection(collection: CheckpointCollection) -> CheckpointCollection:
-    """The collection the storage uses: ``collection`` read from the primary.
+    """The collection the storage uses: ``collection`` read from the primary, each request ending by
+    its operation's deadline (``bounded.py``).
 
     Raises:
         MongoDBConfigurationError: The collection's write concern is unacknowledged.
@@ -35,4 +37,4 @@ def bind_collection(collection: CheckpointCollection) -> CheckpointCollection:
             "The collection's write concern is unacknowledged (w=0); checkpoint storage needs "
             'acknowledged writes. Use the default or w="majority".'
         )
-    return collection.with_options(read_preference=ReadPreference.PRIMARY)
+    return BoundedCollection(collection.with_options(read_preference=ReadPreference.PRIMARY))

@@ -3,13 +3,14 @@
 A storage takes exactly one source: an injected collection, an injected client, a connection
 string, or ``MONGODB_URI`` from the environment when none is given. Injected objects stay the
 caller's; a client built here from a connection string belongs to the storage, which closes it.
-Nothing in this module does I/O except :func:`wait_for_server`.
+Nothing in this module does I/O except :func:`wait_for_server` and :func:`close_client`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 import os
 import random
 import re
@@ -17,7 +18,6 @@ import urllib.parse
 from collections.abc import Mapping
 from typing import Any, TypeGuard, cast
 
-import pymongo
 from pymongo import AsyncMongoClient
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.driver_info import DriverInfo
@@ -33,6 +33,7 @@ from ..errors import (
     translate_driver_error,
 )
 from ._connection_failures import FailureReason, failure_reason, topology_failure_reason
+from .deadlines import backstop_only, bounded, operation_deadline
 from .driver import CheckpointClient, CheckpointCollection, CheckpointDatabase, Document
 
 __all__ = [
@@ -41,6 +42,7 @@ __all__ = [
     "DEFAULT_WAIT_TIMEOUT",
     "MONGODB_URI_ENV",
     "CollectionSource",
+    "close_client",
     "create_owned_client",
     "resolve_collection",
     "uri_options",
@@ -55,10 +57,8 @@ DEFAULT_WAIT_TIMEOUT = 30.0
 
 _FIRST_RETRY_DELAY = 0.05
 _MAX_RETRY_DELAY = 2.0
-_BACKSTOP_GRACE = 1.0
-"""Extra seconds before asyncio abandons a ping that ``pymongo.timeout`` did not end. pymongo's
-selection loop looks at its deadline every half second (``MIN_HEARTBEAT_INTERVAL``), so its own
-``ServerSelectionTimeoutError``, which carries the reason, normally arrives well before this."""
+_LEAST_TIMEOUT = 0.001
+_LOGGER = logging.getLogger("agent_framework_mongodb")
 
 # https://www.mongodb.com/docs/manual/reference/limits/#naming-restrictions
 # The Windows set is the stricter one; a name that works everywhere is the one to accept.
@@ -191,7 +191,8 @@ async def wait_for_server(database: CheckpointDatabase, *, timeout: float) -> No
 
     Each ping runs under ``pymongo.timeout`` with what remains of ``timeout``, so pymongo's
     server selection gives up at the deadline with an error of its own instead of waiting its
-    default 30 seconds; an asyncio deadline slightly later bounds databases that ignore it.
+    default 30 seconds; ``deadlines.bounded`` abandons, without cancelling, a ping that still runs
+    shortly after (pymongo's own error, which carries the reason, normally arrives first).
 
     Raises:
         MongoDBTimeoutError: The server did not answer within ``timeout`` seconds. The message
@@ -205,10 +206,10 @@ async def wait_for_server(database: CheckpointDatabase, *, timeout: float) -> No
     delay = _FIRST_RETRY_DELAY
     last_error: PyMongoError | None = None
     reason = FailureReason.TIMED_OUT
-    while (remaining := deadline - loop.time()) > 0:
+    while deadline - loop.time() > 0:
         try:
-            await asyncio.wait_for(_ping(database, deadline), remaining + _BACKSTOP_GRACE)
-        except asyncio.TimeoutError:
+            await _ping(database, deadline)
+        except MongoDBTimeoutError:  # the driver did not end the ping by the deadline
             topology = _topology_of(database)
             reason = FailureReason.TIMED_OUT if topology is None else topology_failure_reason(topology)
             break
@@ -229,18 +230,38 @@ async def wait_for_server(database: CheckpointDatabase, *, timeout: float) -> No
 
 
 async def _ping(database: CheckpointDatabase, deadline: float) -> None:
+    loop = asyncio.get_running_loop()
     client = _pymongo_client(database)
     if client is not None:
-        # Open the client (start its monitor tasks) before setting a deadline: pymongo 4.13.0's
+        # Open the client (start its monitor tasks) outside any pymongo deadline: pymongo 4.13.0's
         # background tasks copy the context they start in, so a pymongo.timeout around the first
-        # operation would stay in its monitors after connect returns and fail every heartbeat
-        # once it passed (PYTHON-5406, fixed in 4.13.1, which the package now requires; opening
-        # first still keeps the client's start-up out of the ping's deadline). Returns at once on
-        # an open client.
-        # Opening resolves a mongodb+srv name, so the deadline is read after it.
-        await client.aconnect()
-    with pymongo.timeout(max(0.0, deadline - asyncio.get_running_loop().time())):
-        await database.command("ping")
+        # operation would stay in its monitors and fail every heartbeat once it passed
+        # (PYTHON-5406, fixed in 4.13.1, which the package requires; opening first still keeps
+        # the client's start-up out of the ping's deadline). Returns at once on an open client.
+        with backstop_only(max(0.0, deadline - loop.time())):
+            await bounded(client.aconnect())
+    # Opening resolves a mongodb+srv name, so the deadline is read after it.
+    # At least a millisecond: pymongo reads a timeout of 0 as no limit at all.
+    with operation_deadline(max(_LEAST_TIMEOUT, deadline - loop.time())):
+        await bounded(database.command("ping"))
+
+
+async def close_client(client: CheckpointClient, *, timeout: float) -> None:
+    """Close ``client`` within ``timeout`` seconds (plus ``deadlines.DEADLINE_SLACK``), always.
+
+    Bounded because pymongo's close first ends the client's server sessions with an ``endSessions``
+    command, which would wait for ever on a server that accepted the connection and stopped
+    answering. A close the driver does not finish by then is left to finish on its own and logged
+    at WARNING; an error the close raises propagates. A caller cancelled meanwhile stops waiting at
+    once.
+    """
+    try:
+        with operation_deadline(timeout):
+            await bounded(client.close())
+    except MongoDBTimeoutError:
+        _LOGGER.warning(
+            "The MongoDB client did not close within %g seconds; it is left to close on its own.", timeout
+        )
 
 
 def _permanent_failure(error: PyMongoError, topology: TopologyDescription | None) -> MongoDBIntegrationError:

@@ -20,7 +20,6 @@ import weakref
 from collections.abc import Mapping
 from typing import Any, Final
 
-import pymongo
 from pymongo.errors import OperationFailure
 
 from .._telemetry import completion_log, count_round_trip
@@ -32,7 +31,9 @@ from ..errors import (
     translate_driver_error,
     translated_driver_errors,
 )
+from .bounded import BoundedCollection
 from .concerns import bind_collection
+from .deadlines import operation_deadline
 from .driver import CheckpointCollection
 from .indexes import CHECKPOINT_INDEXES, IndexSpec, collation_conflict, index_differences
 from .options import DEFAULT_OPERATION_TIMEOUT, validate_operation_timeout
@@ -88,7 +89,7 @@ async def ensure_checkpoint_indexes(
     """
     with completion_log("ensure_indexes") as record:
         bound = bind_collection(collection)
-        with pymongo.timeout(build_timeout(timeout)):
+        with operation_deadline(build_timeout(timeout)):
             names = await create_indexes(bound)
         record.result_count = len(names)
         return names
@@ -109,7 +110,7 @@ async def validate_checkpoint_indexes(
     """
     with completion_log("validate_indexes") as record:
         bound = bind_collection(collection)
-        with pymongo.timeout(_seconds(timeout)):
+        with operation_deadline(_seconds(timeout)):
             await check_indexes(bound)
         record.result_count = len(CHECKPOINT_INDEXES)
 
@@ -180,6 +181,12 @@ async def report_missing_unique_indexes(collection: CheckpointCollection) -> Non
         )
 
 
+def _remembered_as(collection: object) -> object:
+    """The caller's own collection: it lives as long as the caller keeps it, while the bounded view
+    of it goes with the storage that made it."""
+    return collection.unbounded if isinstance(collection, BoundedCollection) else collection
+
+
 def _unique_index_problem(spec: IndexSpec, listed: Mapping[str, Mapping[str, Any]]) -> str | None:
     index = listed.get(spec.name)
     if index is None:
@@ -190,14 +197,14 @@ def _unique_index_problem(spec: IndexSpec, listed: Mapping[str, Mapping[str, Any
 
 def _seen(collection: object) -> bool:
     try:
-        return collection in _looked_at
+        return _remembered_as(collection) in _looked_at
     except TypeError:
         return False
 
 
 def _remember(collection: object) -> None:
     try:
-        _looked_at.add(collection)
+        _looked_at.add(_remembered_as(collection))
     except TypeError:
         return  # not weakly referable: looked at again by the next storage
 

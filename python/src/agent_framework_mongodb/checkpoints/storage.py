@@ -18,7 +18,6 @@ from contextlib import contextmanager
 from types import TracebackType
 from typing import Any, Final
 
-import pymongo
 from agent_framework import CheckpointID, CheckpointStorage, WorkflowCheckpoint
 from pymongo import ReturnDocument
 from pymongo.errors import DuplicateKeyError
@@ -56,10 +55,12 @@ from .connection import (
     DEFAULT_COLLECTION_NAME,
     DEFAULT_DATABASE_NAME,
     DEFAULT_WAIT_TIMEOUT,
+    close_client,
     resolve_collection,
     validate_wait_timeout,
     wait_for_server,
 )
+from .deadlines import operation_deadline
 from .documents import (
     ENVELOPE_PROJECTION,
     PreparedCheckpoint,
@@ -258,12 +259,14 @@ class MongoDBCheckpointStorage(CheckpointStorage):
 
         Safe to call any number of times: the owned client is closed exactly once, even if
         that close raises. Once it is, this storage and those ``for_session`` made from it
-        refuse every operation with ``MongoDBConfigurationError``.
+        refuse every operation with ``MongoDBConfigurationError``. Returns within
+        ``operation_timeout`` (plus a second) whatever the server does: a close the driver has not
+        finished by then is left to finish on its own, and logged at WARNING.
         """
         client, self._owned_client = self._owned_client, None
         if client is not None:
             self._lifetime.closed = True
-            await client.close()
+            await close_client(client, timeout=self._options.operation_timeout)
 
     async def __aenter__(self) -> MongoDBCheckpointStorage:
         return self
@@ -576,7 +579,7 @@ class MongoDBCheckpointStorage(CheckpointStorage):
         whose client it closed is refused first, before any I/O.
         """
         seconds = self._options.operation_timeout if isinstance(deadline, _Default) else deadline
-        with completion_log(name) as record, pymongo.timeout(seconds):
+        with completion_log(name) as record, operation_deadline(seconds):
             self._require_open()
             yield record
 

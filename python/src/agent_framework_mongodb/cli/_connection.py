@@ -18,7 +18,13 @@ from typing import Any
 import click
 
 from ..checkpoints import MongoDBCheckpointCatalog, MongoDBCheckpointStorage, MongoDBCheckpointStorageOptions
-from ..checkpoints.connection import DEFAULT_WAIT_TIMEOUT, create_owned_client, uri_options, wait_for_server
+from ..checkpoints.connection import (
+    DEFAULT_WAIT_TIMEOUT,
+    close_client,
+    create_owned_client,
+    uri_options,
+    wait_for_server,
+)
 from ..checkpoints.driver import CheckpointClient, CheckpointCollection
 from ..checkpoints.options import DEFAULT_OPERATION_TIMEOUT, MAX_OPERATION_TIMEOUT
 from ._errors import CommandFailure
@@ -190,7 +196,7 @@ class Connection:
             yield client
         finally:
             if self.owns_client:
-                await client.close()
+                await close_client(client, timeout=self.deadlines.operation)
 
     @asynccontextmanager
     async def collection_handle(self) -> AsyncGenerator[CheckpointCollection]:

@@ -196,6 +196,10 @@ class ProxyCollection:
         self._gates: dict[str, asyncio.Event] = {}
         self._failures: dict[str, BaseException] = {}
         self.entered: dict[str, asyncio.Event] = {}
+        self.cancelled: list[str] = []
+        """Requests that a cancellation reached inside the driver (none may: deadlines.py)."""
+        self.ended: list[str] = []
+        """Requests that ended, however (answered, failed, or cancelled)."""
 
     def block(self, name: str) -> asyncio.Event:
         gate = asyncio.Event()
@@ -244,8 +248,12 @@ class ProxyCollection:
             await asyncio.sleep(0)
             await self.before(name)
             return await call()
+        except asyncio.CancelledError:
+            self.cancelled.append(name)
+            raise
         finally:
             self._in_flight -= 1
+            self.ended.append(name)
 
     def _record(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         self.calls.append(Call(name, args, dict(kwargs)))

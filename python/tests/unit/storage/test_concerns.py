@@ -15,6 +15,7 @@ from pymongo.read_preferences import Primary, SecondaryPreferred
 from pymongo.write_concern import WriteConcern
 
 from agent_framework_mongodb import MongoDBCheckpointStorage, MongoDBConfigurationError
+from agent_framework_mongodb.checkpoints.bounded import BoundedCollection
 from agent_framework_mongodb.testing import InMemoryCollection, InMemoryMongoClient
 
 from ._support import ProxyCollection, make_checkpoint, make_options, make_storage
@@ -32,8 +33,11 @@ async def secondary_client() -> AsyncIterator[AsyncMongoClient[dict[str, Any]]]:
 
 
 def _bound_collection(storage: MongoDBCheckpointStorage) -> Any:
-    # The collection the storage sends its operations to (private, inspected on purpose).
-    return storage._collection  # pyright: ignore[reportPrivateUsage]
+    # The collection the storage sends its operations to (private, inspected on purpose), as the
+    # driver sees it: inside the view that bounds each request (bounded.py).
+    bound = storage._collection  # pyright: ignore[reportPrivateUsage]
+    assert isinstance(bound, BoundedCollection)
+    return bound.unbounded
 
 
 async def test_reads_go_to_the_primary_whatever_the_clients_preference(

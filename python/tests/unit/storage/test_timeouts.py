@@ -9,7 +9,9 @@ with a retryable ``MongoDBTimeoutError``. Bounds are generous: these machines ar
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
+import random
 import socket
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -21,6 +23,7 @@ from pymongo import AsyncMongoClient
 from pymongo.errors import AutoReconnect, NetworkTimeout, PyMongoError
 
 from agent_framework_mongodb import MongoDBCheckpointStorage, MongoDBTimeoutError
+from agent_framework_mongodb.checkpoints.deadlines import DEADLINE_SLACK
 from agent_framework_mongodb.testing import InMemoryMongoClient
 
 from ._support import WORKFLOW, make_checkpoint, make_options, make_storage
@@ -196,3 +199,76 @@ async def test_index_builds_are_not_bound_by_the_operation_timeout(monkeypatch: 
     await storage.ensure_indexes(timeout=600)
     await storage.validate_indexes()
     assert seen == [None, 600.0, TIMEOUT]
+
+
+# -- many operations at once, cancelled or not (issue 28) ---------------------------------------
+# Before the fix, 30 storages saving at once against a refusing port left pymongo's topology lock
+# orphaned in most runs: a save's two concurrent requests both waited for server selection, one
+# failed, the other was cancelled inside pymongo's wait (deadlines.py says how), and every later
+# call and close() waited for ever. Each call here must end by its deadline plus the slack.
+
+AT_ONCE = 30
+LOAD_TIMEOUT = 1.0
+"""The deadline under which the hang showed most often (its half-second waits line up)."""
+NOISE = 2.0
+"""Seconds of scheduling delay a shared machine may add to a call that ends on time."""
+
+
+async def _run_of_calls(uri: str, index: int, cancel_after: float | None) -> list[tuple[str, float]]:
+    """One storage of its own client: two saves (the first cancelled after ``cancel_after``
+    seconds, when given), a read, and close; how long each call took."""
+    storage = MongoDBCheckpointStorage(
+        connection_string=uri, options=make_options(session_id=f"s-{index}", operation_timeout=LOAD_TIMEOUT)
+    )
+    took: list[tuple[str, float]] = []
+    calls: list[tuple[str, Callable[[], Awaitable[object]]]] = [
+        ("save", lambda: storage.save(make_checkpoint(f"cp-{index}-a"))),
+        ("save", lambda: storage.save(make_checkpoint(f"cp-{index}-b"))),
+        ("get_latest", lambda: storage.get_latest(workflow_name=WORKFLOW)),
+    ]
+    for position, (name, call) in enumerate(calls):
+        started = time.monotonic()
+        task = asyncio.ensure_future(call())
+        if position == 0 and cancel_after is not None:
+            await asyncio.sleep(cancel_after)
+            task.cancel()
+        with contextlib.suppress(MongoDBTimeoutError, asyncio.CancelledError):
+            await task
+        took.append((name, time.monotonic() - started))
+    started = time.monotonic()
+    await storage.close()
+    took.append(("close", time.monotonic() - started))
+    return took
+
+
+async def _all_end(uri: str, cancel_after: list[float | None]) -> None:
+    tasks = [
+        asyncio.ensure_future(_run_of_calls(uri, index, after)) for index, after in enumerate(cancel_after)
+    ]
+    # A watchdog, not a deadline under test: a hung client must fail the test, not hang it.
+    done, pending = await asyncio.wait(tasks, timeout=6 * (LOAD_TIMEOUT + DEADLINE_SLACK) + 4 * NOISE)
+    for task in pending:
+        task.cancel()
+    assert not pending, f"{len(pending)} of {len(tasks)} storages never finished: a call hung"
+    bound = LOAD_TIMEOUT + DEADLINE_SLACK + NOISE
+    late = [(name, round(took, 2)) for task in done for name, took in task.result() if took > bound]
+    assert late == [], f"calls that outlived their deadline plus {DEADLINE_SLACK:g} s: {late}"
+
+
+async def test_many_storages_at_once_against_an_unreachable_server_all_end_by_their_deadlines() -> None:
+    await _all_end(f"mongodb://127.0.0.1:{_refusing_port()}/", [None] * AT_ONCE)
+
+
+async def test_many_storages_at_once_against_a_hung_server_all_end_by_their_deadlines(
+    hung_server: int,
+) -> None:
+    await _all_end(f"mongodb://127.0.0.1:{hung_server}/", [None] * AT_ONCE)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+async def test_saves_cancelled_at_any_moment_leave_the_client_working(seed: int) -> None:
+    # Cancelled by their callers at seeded moments around the deadline: what follows on the same
+    # client still ends on time, and close() returns.
+    chance = random.Random(seed)
+    offsets: list[float | None] = [chance.uniform(0.0, LOAD_TIMEOUT * 1.3) for _ in range(AT_ONCE)]
+    await _all_end(f"mongodb://127.0.0.1:{_refusing_port()}/", offsets)

@@ -2,7 +2,7 @@
 
 Each check is a small function from what the server answered to a :class:`Check`, so it can be
 tested against any answer; :func:`check_deployment` asks the server (a ping, then five round trips
-under one ``pymongo.timeout``) and runs them. Against the in-process engine
+under one operation deadline, each request bounded by it) and runs them. Against the in-process engine
 (``agent_framework_mongodb.testing``), what only a server has (a feature compatibility version, a
 replica set, a cluster-wide write concern) is reported as skipped.
 """
@@ -10,14 +10,14 @@ replica set, a cluster-wide write concern) is reported as skipped.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from typing import Any, Protocol, cast
+from collections.abc import Awaitable, Mapping
+from typing import Any, Final, Protocol, cast
 
-import pymongo
 from pymongo.errors import OperationFailure, PyMongoError
 
-from ...errors import MongoDBIntegrationError
+from ...errors import MongoDBIntegrationError, MongoDBTimeoutError
 from ..connection import wait_for_server
+from ..deadlines import bounded, operation_deadline
 from ..driver import CheckpointClient, CheckpointCollection
 from ..indexes import CHECKPOINT_INDEXES, ID_INDEX_NAME, collation_conflict, index_differences
 from ._model import Check, Status
@@ -44,6 +44,11 @@ _ENSURE = (
     "Run `agent-framework-mongodb indexes ensure` (a deploy-time step; see docs/deployment.md, Indexes)."
 )
 _ENGINE = "the in-process engine"
+
+Unanswered = PyMongoError | MongoDBTimeoutError
+"""Why a question went unanswered: the driver's error, or a request the driver did not end by its
+deadline (``deadlines.bounded``)."""
+_UNANSWERED: Final = (PyMongoError, MongoDBTimeoutError)
 
 
 class _AdminDatabase(Protocol):
@@ -89,7 +94,7 @@ async def check_deployment(
         skipped = [Check(name, Status.SKIP, "Not checked: no connection.") for name in names]
         return [connection, *skipped, read_preference_check(_mode(collection))]
     admin = cast("_AdminDatabase", client["admin"])
-    with pymongo.timeout(operation_timeout):
+    with operation_deadline(operation_timeout):
         build = await _ask(collection.database.command("buildInfo"))
         fcv = await _ask(admin.command({"getParameter": 1, "featureCompatibilityVersion": 1}))
         hello = await _ask(collection.database.command("hello"))
@@ -123,10 +128,10 @@ async def connection_check(collection: CheckpointCollection, *, timeout: float, 
     return Check("connection", Status.OK, f"{where[0].upper()}{where[1:]} answered a ping.", None, {})
 
 
-def server_version_check(build: Mapping[str, Any] | PyMongoError, *, in_process: bool = False) -> Check:
+def server_version_check(build: Mapping[str, Any] | Unanswered, *, in_process: bool = False) -> Check:
     """MongoDB 5.0 or newer, from ``buildInfo``."""
     name = "server version"
-    if isinstance(build, PyMongoError):
+    if isinstance(build, _UNANSWERED):
         return _unanswered(name, build, "db.runCommand({buildInfo: 1})")
     version = str(build.get("version", "unknown"))
     if in_process:
@@ -150,14 +155,12 @@ def server_version_check(build: Mapping[str, Any] | PyMongoError, *, in_process:
     )
 
 
-def feature_compatibility_check(
-    reply: Mapping[str, Any] | PyMongoError, *, in_process: bool = False
-) -> Check:
+def feature_compatibility_check(reply: Mapping[str, Any] | Unanswered, *, in_process: bool = False) -> Check:
     """featureCompatibilityVersion 5.0 or newer, from ``getParameter``."""
     name = "feature compatibility"
     if in_process:
         return Check(name, Status.SKIP, f"{_ENGINE.capitalize()} has no featureCompatibilityVersion.")
-    if isinstance(reply, PyMongoError):
+    if isinstance(reply, _UNANSWERED):
         return _unanswered(name, reply, "db.adminCommand({getParameter: 1, featureCompatibilityVersion: 1})")
     setting: object = reply.get("featureCompatibilityVersion")
     version = (
@@ -178,7 +181,7 @@ def feature_compatibility_check(
     return Check(name, Status.OK, f"featureCompatibilityVersion {version}.", None, {"version": version})
 
 
-def topology_check(hello: Mapping[str, Any] | PyMongoError, *, in_process: bool = False) -> Check:
+def topology_check(hello: Mapping[str, Any] | Unanswered, *, in_process: bool = False) -> Check:
     """A replica set or a sharded cluster, from ``hello``; a standalone server is a warning."""
     name = "topology"
     if in_process:
@@ -187,7 +190,7 @@ def topology_check(hello: Mapping[str, Any] | PyMongoError, *, in_process: bool 
             Status.SKIP,
             f"{_ENGINE.capitalize()}: one process, no replication (production needs a replica set).",
         )
-    if isinstance(hello, PyMongoError):
+    if isinstance(hello, _UNANSWERED):
         return _unanswered(name, hello, "db.runCommand({hello: 1})")
     if hello.get("msg") == "isdbgrid":
         return Check(name, Status.OK, "A sharded cluster (connected to mongos).", None, {"kind": "sharded"})
@@ -216,10 +219,10 @@ def topology_check(hello: Mapping[str, Any] | PyMongoError, *, in_process: bool 
     )
 
 
-def indexes_check(listed: Mapping[str, Mapping[str, Any]] | PyMongoError) -> Check:
+def indexes_check(listed: Mapping[str, Mapping[str, Any]] | Unanswered) -> Check:
     """Every required index present with its exact definition, by name (``list_indexes``)."""
     name = "indexes"
-    if isinstance(listed, PyMongoError):
+    if isinstance(listed, _UNANSWERED):
         return _unanswered(name, listed, "agent-framework-mongodb indexes validate")
     missing = [spec.name for spec in CHECKPOINT_INDEXES if spec.name not in listed]
     different = {
@@ -251,10 +254,10 @@ def indexes_check(listed: Mapping[str, Mapping[str, Any]] | PyMongoError) -> Che
     return Check(name, Status.FAIL, f"Indexes {'; '.join(problems)}{consequence}.", fix, details)
 
 
-def collation_check(listed: Mapping[str, Mapping[str, Any]] | PyMongoError) -> Check:
+def collation_check(listed: Mapping[str, Mapping[str, Any]] | Unanswered) -> Check:
     """No default collation on the collection (its ``_id_`` index would take it)."""
     name = "collation"
-    if isinstance(listed, PyMongoError):
+    if isinstance(listed, _UNANSWERED):
         return _unanswered(name, listed, "db.getCollectionInfos()")
     if ID_INDEX_NAME not in listed:
         return Check(
@@ -277,7 +280,7 @@ def collation_check(listed: Mapping[str, Mapping[str, Any]] | PyMongoError) -> C
 
 def write_concern_check(
     client_setting: Mapping[str, Any],
-    server_default: Mapping[str, Any] | PyMongoError | None,
+    server_default: Mapping[str, Any] | Unanswered | None,
     *,
     in_process: bool = False,
 ) -> Check:
@@ -289,7 +292,7 @@ def write_concern_check(
         return _write_concern_of(client_setting["w"], "the client's", majority)
     if in_process:
         return Check(name, Status.OK, f"The driver's default; {_ENGINE} acknowledges every write.")
-    if isinstance(server_default, PyMongoError):
+    if isinstance(server_default, _UNANSWERED):
         return Check(
             name,
             Status.WARN,
@@ -341,19 +344,19 @@ def read_preference_check(mode: str) -> Check:
     )
 
 
-async def _ask(reply: Any) -> Mapping[str, Any] | PyMongoError:
+async def _ask(reply: Awaitable[Mapping[str, Any]]) -> Mapping[str, Any] | Unanswered:
     try:
-        answer: Mapping[str, Any] = await reply
-    except PyMongoError as error:
+        answer: Mapping[str, Any] = await bounded(reply)
+    except _UNANSWERED as error:
         return error
     return answer
 
 
-async def _listed_indexes(collection: CheckpointCollection) -> Mapping[str, Mapping[str, Any]] | PyMongoError:
+async def _listed_indexes(collection: CheckpointCollection) -> Mapping[str, Mapping[str, Any]] | Unanswered:
     try:
-        cursor = await collection.list_indexes()
-        return {str(index.get("name")): index for index in await cursor.to_list(None)}
-    except PyMongoError as error:
+        cursor = await bounded(collection.list_indexes())
+        return {str(index.get("name")): index for index in await bounded(cursor.to_list(None))}
+    except _UNANSWERED as error:
         return error
 
 
@@ -368,7 +371,7 @@ def _mode(collection: CheckpointCollection) -> str:
     return str(mode or "primary")
 
 
-def _unanswered(name: str, error: PyMongoError, by_hand: str) -> Check:
+def _unanswered(name: str, error: Unanswered, by_hand: str) -> Check:
     unauthorized = isinstance(error, OperationFailure) and error.code == _UNAUTHORIZED
     return Check(
         name,
@@ -379,7 +382,7 @@ def _unanswered(name: str, error: PyMongoError, by_hand: str) -> Check:
     )
 
 
-def _reason(error: PyMongoError) -> str:
+def _reason(error: Unanswered) -> str:
     if isinstance(error, OperationFailure):
         if error.code == _UNAUTHORIZED:
             return "not authorized"
