@@ -15,6 +15,7 @@ import random
 import socket
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from datetime import timedelta
 from typing import Any
 
 import pymongo
@@ -22,7 +23,7 @@ import pytest
 from pymongo import AsyncMongoClient
 from pymongo.errors import AutoReconnect, NetworkTimeout, PyMongoError
 
-from agent_framework_mongodb import MongoDBCheckpointStorage, MongoDBTimeoutError
+from agent_framework_mongodb import MongoDBCheckpointCatalog, MongoDBCheckpointStorage, MongoDBTimeoutError
 from agent_framework_mongodb.checkpoints.deadlines import DEADLINE_SLACK
 from agent_framework_mongodb.testing import InMemoryMongoClient
 
@@ -272,3 +273,35 @@ async def test_saves_cancelled_at_any_moment_leave_the_client_working(seed: int)
     chance = random.Random(seed)
     offsets: list[float | None] = [chance.uniform(0.0, LOAD_TIMEOUT * 1.3) for _ in range(AT_ONCE)]
     await _all_end(f"mongodb://127.0.0.1:{_refusing_port()}/", offsets)
+
+
+CATALOG_OPERATIONS: dict[str, Callable[[MongoDBCheckpointCatalog], Awaitable[object]]] = {
+    "list_runs": lambda catalog: catalog.list_runs(),
+    "plan_prune": lambda catalog: catalog.plan_prune(older_than=timedelta(days=1)),
+    "clear_run": lambda catalog: catalog.clear_run(WORKFLOW, "s-1"),
+}
+
+
+@pytest.mark.parametrize("name", list(CATALOG_OPERATIONS))
+async def test_the_catalogs_operations_and_close_end_by_their_deadline_too(name: str) -> None:
+    uri = f"mongodb://127.0.0.1:{_refusing_port()}/"
+    catalogs = [
+        MongoDBCheckpointCatalog(connection_string=uri, tenant_id="t", operation_timeout=LOAD_TIMEOUT)
+        for _ in range(AT_ONCE // 3)
+    ]
+
+    async def timed(catalog: MongoDBCheckpointCatalog) -> tuple[float, float]:
+        started = time.monotonic()
+        with pytest.raises(MongoDBTimeoutError):
+            await CATALOG_OPERATIONS[name](catalog)
+        took = time.monotonic() - started
+        started = time.monotonic()
+        await catalog.close()
+        return took, time.monotonic() - started
+
+    done, pending = await asyncio.wait(
+        [asyncio.ensure_future(timed(catalog)) for catalog in catalogs], timeout=10 * (LOAD_TIMEOUT + NOISE)
+    )
+    assert not pending, "a catalog call or close hung"
+    bound = LOAD_TIMEOUT + DEADLINE_SLACK + NOISE
+    assert all(max(task.result()) <= bound for task in done), [task.result() for task in done]
