@@ -36,6 +36,7 @@ HANDLERS: Final[dict[str, Handler]] = {
     "createIndexes": _namespaces.create_indexes,
     "listIndexes": _namespaces.list_indexes,
     "dropIndexes": _namespaces.drop_indexes,
+    "explain": _reads.explain,
 }
 
 WRITES: Final = frozenset(

@@ -44,6 +44,27 @@ class CommandRecord:
     options: tuple[str, ...]
 
 
+class CommandLog:
+    """The commands a set's members received, in order, with waiters for the next ones."""
+
+    def __init__(self) -> None:
+        self.records: list[CommandRecord] = []
+        self._changed = asyncio.Event()
+
+    def append(self, record: CommandRecord) -> None:
+        self.records.append(record)
+        self._changed.set()
+
+    def count(self, name: str, member: int | None = None) -> int:
+        return sum(1 for record in self.records if record.name == name and member in (None, record.member))
+
+    async def wait_for(self, name: str, count: int, member: int | None = None) -> None:
+        """Until ``count`` commands named ``name`` have arrived (at ``member``, or any)."""
+        while self.count(name, member) < count:
+            self._changed.clear()
+            await self._changed.wait()
+
+
 @dataclass
 class SharedState:
     """What the members of one set share."""
@@ -52,7 +73,7 @@ class SharedState:
     engine: InMemoryMongoClient
     transactions: TransactionTable = field(default_factory=TransactionTable)
     replication: Replication = field(default_factory=Replication)
-    log: list[CommandRecord] = field(default_factory=list[CommandRecord])
+    log: CommandLog = field(default_factory=CommandLog)
 
 
 @dataclass

@@ -64,6 +64,11 @@ async def find(invocation: Invocation) -> dict[str, Any]:
     return {"cursor": first, "ok": 1.0}
 
 
+async def explain(_invocation: Invocation) -> dict[str, Any]:
+    """Refused: the engine has no query planner, so no plan to explain (DIVERGENCES.md entry 3)."""
+    raise not_implemented("explain: the engine has no query planner")
+
+
 async def aggregate(invocation: Invocation) -> dict[str, Any]:
     if not isinstance(invocation.command[invocation.name], str):
         raise not_implemented("database-level aggregate (aggregate: 1)")

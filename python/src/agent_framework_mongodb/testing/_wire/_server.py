@@ -118,10 +118,15 @@ class WireProtocolServer:
     @property
     def commands(self) -> list[CommandRecord]:
         """Every command the members received, in order (hello and fail point commands included)."""
-        return self._shared.log
+        return list(self._shared.log.records)
 
     def command_names(self, *, member: int | None = None) -> list[str]:
-        return [record.name for record in self._shared.log if member is None or record.member == member]
+        return [record.name for record in self._shared.log.records if member in (None, record.member)]
+
+    async def received(self, command: str, *, count: int = 1, member: int | None = None) -> None:
+        """Wait until ``count`` commands named ``command`` have arrived (at ``member``, or any):
+        the event a test waits for before changing the set under an operation in flight."""
+        await self._shared.log.wait_for(command, count, member)
 
     def open_cursors(self, member: int = 0) -> int:
         return len(self._members[member].state.cursors)
