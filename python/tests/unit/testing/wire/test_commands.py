@@ -246,3 +246,30 @@ async def test_seeded_scheduling_under_the_front(make_wire_server: WireServerFac
         assert await collection.count_documents({}) == 20
     finally:
         await client.close()
+
+
+async def test_unsimulated_operations_are_refused_not_ignored(driver: Driver) -> None:
+    database = driver["d"]
+    await database["c"].insert_one({"_id": 1, "a": [1, 2]})
+    refusals = [
+        database.command("findAndModify", "c", query={}, remove=True),
+        database.command("findAndModify", "c", query={}, update={"replaced": True}),
+        database.command("update", "c", updates=[{"q": {}, "u": {"replaced": True}}]),
+        database.command(
+            "update", "c", updates=[{"q": {}, "u": {"$set": {"a.$[x]": 0}}, "arrayFilters": [{"x": 1}]}]
+        ),
+        database.command("find", "c", let={"x": 1}),
+        database.command("aggregate", 1, pipeline=[], cursor={}),
+    ]
+    for refusal in refusals:
+        with pytest.raises(OperationFailure) as raised:
+            await refusal
+        assert raised.value.code == 238, raised.value
+    assert await database["c"].find_one({}) == {"_id": 1, "a": [1, 2]}
+
+
+async def test_what_the_front_leaves_out_of_replies(driver: Driver) -> None:
+    reply = await driver["d"].command("ping")
+    assert reply == {"ok": 1.0}  # no $clusterTime, no operationTime: no causal consistency
+    await driver["d"]["c"].insert_one({})
+    assert await driver.list_database_names() == ["d"]  # no admin, config or local
