@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
+import pymongo
 import pytest
 from pymongo import InsertOne, ReturnDocument, UpdateOne
 from pymongo.errors import BulkWriteError, ExecutionTimeout, OperationFailure
@@ -273,3 +274,16 @@ async def test_what_the_front_leaves_out_of_replies(driver: Driver) -> None:
     assert reply == {"ok": 1.0}  # no $clusterTime, no operationTime: no causal consistency
     await driver["d"]["c"].insert_one({})
     assert await driver.list_database_names() == ["d"]  # no admin, config or local
+
+
+async def test_a_server_started_inside_a_timeout_block_does_not_hand_its_deadline_to_commands() -> None:
+    with pymongo.timeout(1e-9):  # long past once any command arrives
+        server = WireProtocolServer()
+        await server.start()
+    client = connect(server)
+    try:
+        await client["d"]["c"].insert_one({"_id": 1})
+        assert await client["d"]["c"].find_one({}) == {"_id": 1}
+    finally:
+        await client.close()
+        await server.stop()

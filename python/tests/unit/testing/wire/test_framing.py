@@ -149,3 +149,9 @@ async def test_a_write_over_max_write_batch_size_is_refused_before_anything_runs
 async def test_a_command_without_db_is_refused(raw: Connection) -> None:
     await raw.send(op_msg(1, {"ping": 1}))
     assert (await raw.reply())[2]["code"] == 40571
+
+
+async def test_a_document_over_the_internal_bson_limit_closes_the_connection(raw: Connection) -> None:
+    too_big = {"ping": 1, "$db": "admin", "pad": "x" * (16 * 1024 * 1024 + 16 * 1024)}
+    await raw.send(op_msg(1, too_big))
+    assert await raw.closed()
