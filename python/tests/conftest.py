@@ -10,15 +10,21 @@ marker ``engine_scheduling`` is None and the engine runs operations first in, fi
 ``ENGINE_SEEDS`` is either a count (``ENGINE_SEEDS=300`` runs seeds 0 to 299) or a
 comma-separated list of seeds (``ENGINE_SEEDS=17,42`` reproduces those two); the default is the
 first ``DEFAULT_SEED_COUNT`` seeds, which CI runs.
+
+Wire-protocol servers: ``wire_server`` is a started ``WireProtocolServer`` (a one-member replica set
+on 127.0.0.1) over a fresh memory-only engine, for a real ``pymongo.AsyncMongoClient(wire_server.uri)``;
+``make_wire_server`` starts more, over a file-backed engine (``path=``), with seeded scheduling
+(``scheduling=Scheduling(seed=...)``), over a given engine, or as a set of several ``members``.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 
-from agent_framework_mongodb.testing import Scheduling
+from agent_framework_mongodb.testing import InMemoryMongoClient, Scheduling, WireProtocolServer
 
 DEFAULT_SEED_COUNT = 3
 SEEDED_MARKER = "seeded_engine"
@@ -54,3 +60,45 @@ def engine_scheduling(request: pytest.FixtureRequest) -> Scheduling | None:
     """The scheduling an engine client of this test uses: a seed's under ``seeded_engine``, else None."""
     seed: int | None = getattr(request, "param", None)
     return None if seed is None else Scheduling(seed=seed)
+
+
+WireServerFactory = Callable[..., Awaitable[WireProtocolServer]]
+"""``make_wire_server(engine=None, *, path=None, scheduling=None, members=1)``: a started server."""
+
+
+@pytest.fixture
+async def make_wire_server() -> AsyncIterator[WireServerFactory]:
+    """Starts wire-protocol servers over fresh engines: memory-only, file-backed (``path``), or with
+    ``Scheduling(seed=...)``; each server is stopped, and each engine made here closed, afterwards."""
+    servers: list[WireProtocolServer] = []
+    engines: list[InMemoryMongoClient] = []
+
+    async def make(
+        engine: InMemoryMongoClient | None = None,
+        *,
+        path: str | os.PathLike[str] | None = None,
+        scheduling: Scheduling | None = None,
+        members: int = 1,
+    ) -> WireProtocolServer:
+        if engine is None:
+            engine = InMemoryMongoClient(path=path, scheduling=scheduling)
+            engines.append(engine)
+        server = WireProtocolServer(engine, members=members)
+        await server.start()
+        servers.append(server)
+        return server
+
+    yield make
+    for server in servers:
+        await server.stop()
+        if server.engine not in engines:
+            engines.append(server.engine)  # a lossy failover's new engine
+    for engine in engines:
+        if not engine.closed:
+            await engine.close()
+
+
+@pytest.fixture
+async def wire_server(make_wire_server: WireServerFactory) -> WireProtocolServer:
+    """A started wire-protocol server (a one-member replica set) over a fresh memory-only engine."""
+    return await make_wire_server()

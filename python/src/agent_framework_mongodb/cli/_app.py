@@ -24,6 +24,7 @@ from ._doctor import doctor
 from ._indexes import indexes
 from ._prune import prune
 from ._runs import runs
+from ._serve import serve
 from ._show import show
 from ._sign_run import sign_run_command
 
@@ -105,3 +106,4 @@ cli.add_command(clear)
 cli.add_command(prune)
 cli.add_command(sign_run_command)
 cli.add_command(doctor)
+cli.add_command(serve)

@@ -14,8 +14,10 @@ from ._faults import FaultPlan, HeldOperation
 from ._file_errors import EngineFileCorruptedError, EngineFileError, EngineFileLockedError
 from ._scheduling import Scheduling
 from ._ttl import expire_documents
+from ._wire import CommandRecord, WireProtocolServer
 
 __all__ = [
+    "CommandRecord",
     "EngineFileCorruptedError",
     "EngineFileError",
     "EngineFileLockedError",
@@ -27,5 +29,6 @@ __all__ = [
     "InMemoryDatabase",
     "InMemoryMongoClient",
     "Scheduling",
+    "WireProtocolServer",
     "expire_documents",
 ]

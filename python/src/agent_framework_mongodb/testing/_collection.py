@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from bson.codec_options import CodecOptions
@@ -24,6 +25,19 @@ from ._keywords import check_keywords
 from ._limits import check_command, check_insert_many, check_query, insert_error
 from ._options import ReadPreferenceMode
 from ._updates import validate_update
+
+
+@dataclass(frozen=True)
+class Modified:
+    """What one ``findAndModify`` did: the document it returns and its ``lastErrorObject``."""
+
+    value: dict[str, Any] | None
+    """The pre- or post-image, projected, as ``find_one_and_update`` returns it."""
+    matched: bool
+    """Whether a document was updated or upserted (``lastErrorObject.n`` is 1)."""
+    updated_existing: bool
+    upserted_id: Any
+    """The inserted document's ``_id`` when the upsert inserted; None otherwise."""
 
 
 class InMemoryCollection(BulkWrites):
@@ -396,16 +410,49 @@ class InMemoryCollection(BulkWrites):
         session: object = None,
         **_ignored: Any,
     ) -> dict[str, Any] | None:
+        modified = await self.find_and_modify(
+            filter,
+            update,
+            projection,
+            sort=sort,
+            upsert=upsert,
+            return_document=return_document,
+            collation=collation,
+            hint=hint,
+            array_filters=array_filters,
+            let=let,
+            session=session,
+        )
+        # Unacknowledged, pymongo reads no reply and returns None (its fake reply has no "value").
+        return None if modified is None else modified.value
+
+    async def find_and_modify(
+        self,
+        filter: Filter,
+        update: Update,
+        projection: Mapping[str, Any] | Sequence[str] | None = None,
+        *,
+        sort: SortSpec | None = None,
+        upsert: bool = False,
+        return_document: bool = ReturnDocument.BEFORE,
+        collation: CollationArg = None,
+        hint: Hint = None,
+        array_filters: Any = None,
+        let: Any = None,
+        session: object = None,
+    ) -> Modified | None:
+        """``find_one_and_update`` with the whole ``findAndModify`` outcome (the wire front's
+        ``lastErrorObject``); None when unacknowledged."""
         self._check_write_collation(collation)
         unsupported(array_filters=array_filters, let=let)
 
-        def run(missed: bool) -> dict[str, Any] | None:
+        def run(missed: bool) -> Modified:
             self._check_hint(hint)
-            pre, post, _, _ = self._upsert_or_update(
+            pre, post, upserted_id, _ = self._upsert_or_update(
                 filter, update, upsert=upsert, sort=sort, command=True, missed=missed
             )
             chosen = post if return_document == ReturnDocument.AFTER else pre
-            return self._project(chosen, projection)
+            return Modified(self._project(chosen, projection), post is not None, pre is not None, upserted_id)
 
         async with self._round_trip(
             "find_one_and_update", session, write=self._attempts("find_one_and_update")
@@ -415,7 +462,6 @@ class InMemoryCollection(BulkWrites):
             self._check_command(command)
             self._check_default_collation(collation)
             missed = await self._upsert_missed(filter, sort, upsert=upsert)
-            # Unacknowledged, pymongo reads no reply and returns None (its fake reply has no "value").
             return self._write(lambda: run(missed))
 
     async def delete_one(
