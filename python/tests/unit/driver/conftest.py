@@ -7,8 +7,7 @@ clients of it, each closed at teardown, so no socket of this folder outlives its
 
 from __future__ import annotations
 
-import gc
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
@@ -47,11 +46,3 @@ async def connect() -> AsyncIterator[Connect]:
     yield make
     for client in made:
         await client.close()
-
-
-@pytest.fixture(autouse=True)
-def _collect_abandoned_sockets() -> Iterator[None]:
-    # A connection pymongo gives up on at a deadline is left to the garbage collector, which would
-    # warn about its socket in whichever test runs then: collect while this test's filters apply.
-    yield
-    gc.collect()
