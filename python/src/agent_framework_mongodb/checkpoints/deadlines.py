@@ -67,12 +67,15 @@ _LOGGER: Final = logging.getLogger("agent_framework_mongodb")
 def operation_deadline(seconds: float | None) -> Generator[None]:
     """Run the block under a deadline ``seconds`` from now, for pymongo and for :func:`bounded`.
 
-    ``None`` sets none of its own; an enclosing operation's deadline still bounds the backstop
-    (pymongo's own ``pymongo.timeout(None)`` lifts the enclosing one for pymongo, as before).
+    ``None`` sets none of its own and leaves whatever encloses the block in force: an enclosing
+    operation's deadline, a caller's ``pymongo.timeout`` block, the client's ``timeoutMS``.
+    (``pymongo.timeout(None)`` would lift the enclosing ones for pymongo: its requests read the
+    innermost block's timeout, and None means none.)
     """
-    enclosing = _DEADLINE.get()
-    deadline = enclosing if seconds is None else min(enclosing, _now() + seconds)
-    token = _DEADLINE.set(deadline)
+    if seconds is None:
+        yield
+        return
+    token = _DEADLINE.set(min(_DEADLINE.get(), _now() + seconds))
     try:
         with pymongo.timeout(seconds):
             yield
