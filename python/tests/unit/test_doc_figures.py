@@ -1,7 +1,8 @@
 """Every benchmark figure README.md and docs/*.md quote equals the committed results, so none goes stale.
 
 The committed results are the files in ``python/benchmarks/results/`` (``storage_benchmark.md``,
-``long_runs.md``, ``unreachable_servers.md``). A document quotes them in one of three marked forms, which render as nothing:
+``long_runs.md``, ``unreachable_servers.md``). A document quotes them in one of three marked forms,
+which render as nothing:
 
 - a table: ``<!-- figures: FILE#SECTION -->``, a Markdown table, ``<!-- /figures -->``. Its header
   is some of the columns of one table in SECTION, in the same order, and each of its rows equals,
