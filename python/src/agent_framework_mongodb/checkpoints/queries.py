@@ -49,17 +49,26 @@ __all__ = [
     "run_listing_filter",
     "run_page_pipeline",
     "stale_chunks_filter",
+    "unexpired",
     "with_counter",
 ]
 
 ASCENDING_SEQUENCE: Final = [("sequence", 1)]
 UNEXPIRED: Final[Mapping[str, Any]] = {
-    "$expr": {"$or": [{"$eq": [{"$type": "$expires_at"}, "missing"]}, {"$gt": ["$expires_at", "$$NOW"]}]}
+    "$expr": {"$or": [{"$ne": [{"$type": "$expires_at"}, "date"]}, {"$gt": ["$expires_at", "$$NOW"]}]}
 }
-"""A checkpoint that has not expired by the server's clock: permanent, or expiring later. A signed
-storage's reads add it, so a checkpoint the TTL monitor removed (or has yet to remove) and a
-writer put back is not found; a storage without keys serves expired checkpoints until the monitor
-deletes them."""
+"""A checkpoint that has not expired by the server's clock: permanent, or expiring later (an
+``expires_at`` that is not a date is left to the decoder, which refuses it as damaged). Every
+read of checkpoints adds it (a residual filter), so an expired checkpoint is not found whether or
+not the TTL monitor, which runs every 60 s and removes roots and chunks in no set order, has
+removed it yet, and one a writer put back after it expired is not found either."""
+
+
+def unexpired(query: Mapping[str, Any]) -> dict[str, Any]:
+    """``query``, restricted to checkpoints that have not expired (:data:`UNEXPIRED`)."""
+    return {**query, **UNEXPIRED}
+
+
 BY_ID: Final = [("_id", 1)]
 DESCENDING_SEQUENCE: Final = [("sequence", -1)]
 
@@ -169,7 +178,7 @@ def counter_filter(scope: RunScope) -> dict[str, Any]:
 def with_counter(scope: RunScope, query: Mapping[str, Any]) -> dict[str, Any]:
     """``query`` (one unexpired document by ``_id``) or the run's counter: a signed ``load`` reads
     the checkpoint and the run's ledger in one round trip, each branch a point of the ``_id_`` index."""
-    return {"$or": [{**query, **UNEXPIRED}, counter_filter(scope)]}
+    return {"$or": [unexpired(query), counter_filter(scope)]}
 
 
 def run_listing_filter(listing: RunListing, after: RunPosition | None) -> dict[str, Any]:

@@ -28,7 +28,7 @@ from .documents import SignaturePolicy, StoredPayload, stored_payload, verified_
 from .driver import CheckpointCollection, Document
 from .indexes import SIMPLE_COLLATION
 from .ledger import LedgerCheck
-from .queries import BY_ID, run_filter
+from .queries import BY_ID, run_filter, unexpired
 from .scope import RunScope
 
 __all__ = ["CheckpointDecoder", "named_chunks"]
@@ -190,9 +190,10 @@ class CheckpointDecoder:
         return reader
 
     async def _require_removed(self, incomplete: Mapping[str, MissingChunkError]) -> None:
-        """Raise the missing-chunk error of a checkpoint that is still stored (corrupt); those
-        that are gone were removed while they were read, and are simply not in the result."""
-        query = {**run_filter(self._scope), "_id": {"$in": sorted(incomplete)}}
+        """Raise the missing-chunk error of a checkpoint that is still stored and unexpired
+        (corrupt); those that are gone, or expired (the TTL monitor may remove a root's chunks
+        before the root), were removed while they were read, and are simply not in the result."""
+        query = unexpired({**run_filter(self._scope), "_id": {"$in": sorted(incomplete)}})
         with translated_driver_errors(operation="read", action="check for removed checkpoints"):
             count_round_trip()  # find() sends nothing; to_list() sends the query
             cursor = self._collection.find(

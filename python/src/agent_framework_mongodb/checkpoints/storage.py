@@ -95,6 +95,7 @@ from .queries import (
     insert_if_absent,
     page_filter,
     run_filter,
+    unexpired,
 )
 from .reading import CheckpointDecoder
 from .results import (
@@ -328,7 +329,9 @@ class MongoDBCheckpointStorage(CheckpointStorage):
             query = checkpoint_filter(self._scope, requested)
             check: LedgerCheck | None = None
             if self._signer is None:
-                document = await self._find_one(query, PAYLOAD_PROJECTION, action="load a checkpoint")
+                document = await self._find_one(
+                    unexpired(query), PAYLOAD_PROJECTION, action="load a checkpoint"
+                )
             else:
                 document, check = await read_with_ledger(
                     self._collection, self._scope, query, action="load a checkpoint"
@@ -895,10 +898,8 @@ class _ClientLifetime:
 
 
 def _live_filter(scope: RunScope, after: int | None, check: LedgerCheck | None) -> dict[str, Any]:
-    """A page or latest query: with keys, only the run's live, unexpired checkpoints."""
-    if check is None:
-        return page_filter(scope, after)
-    return page_filter(scope, after, check.sequence_condition(), unexpired=True)
+    """A page or latest query: the run's unexpired checkpoints and, with keys, only live ones."""
+    return page_filter(scope, after, None if check is None else check.sequence_condition(), unexpired=True)
 
 
 def _require_checkpoint_id(checkpoint_id: object) -> str:

@@ -27,6 +27,7 @@ from agent_framework_mongodb.checkpoints.codec.chunks import references
 from agent_framework_mongodb.checkpoints.codec.rebuild import load_tree
 from agent_framework_mongodb.checkpoints.scope import CHUNK_KIND
 from agent_framework_mongodb.errors import (
+    MongoDBCheckpointNotFoundError,
     MongoDBConfigurationError,
     MongoDBIntegrityError,
     MongoDBMappingError,
@@ -190,6 +191,41 @@ async def test_a_missing_chunk_fails_the_load_clearly(collection: InMemoryCollec
 
     with pytest.raises(MongoDBMappingError, match="missing"):
         await make_storage(collection).load(conversation(100).checkpoint_id)
+
+
+@pytest.mark.parametrize("signing_keys", [[], [KEY]], ids=["unsigned", "signed"])
+async def test_an_expired_checkpoint_whose_chunks_went_first_is_not_found(
+    collection: InMemoryCollection, signing_keys: list[bytes]
+) -> None:
+    """The TTL monitor removes expired roots and chunks in no set order (issue 29): an expired root
+    still stored after its chunks went is gone, not corrupt, through every read."""
+    await make_storage(collection, signing_keys=signing_keys).save(make_checkpoint("cp-kept"))
+    await make_storage(collection, ttl=timedelta(hours=1), signing_keys=signing_keys).save(conversation(100))
+    advance_server_clock(collection, timedelta(hours=2))
+    await collection.delete_many({"_kind": CHUNK_KIND})
+
+    reader = make_storage(collection, signing_keys=signing_keys)
+    with pytest.raises(MongoDBCheckpointNotFoundError):
+        await reader.load(conversation(100).checkpoint_id)
+    latest = await reader.get_latest(workflow_name=WORKFLOW)
+    assert latest is not None
+    assert latest.checkpoint_id == "cp-kept"
+    assert await reader.list_checkpoint_ids(workflow_name=WORKFLOW) == ["cp-kept"]
+    assert [c.checkpoint_id for c in await reader.list_checkpoints(workflow_name=WORKFLOW)] == ["cp-kept"]
+
+
+async def test_an_expired_checkpoint_the_monitor_has_not_removed_yet_is_not_found(
+    collection: InMemoryCollection,
+) -> None:
+    storage = make_storage(collection, ttl=timedelta(hours=1))
+    await storage.save(make_checkpoint("cp-short"))
+    assert (await storage.load("cp-short")).checkpoint_id == "cp-short"
+    advance_server_clock(collection, timedelta(hours=2))
+
+    assert len(await raw_checkpoints(collection)) == 1  # no TTL monitor has run
+    with pytest.raises(MongoDBCheckpointNotFoundError):
+        await storage.load("cp-short")
+    assert await storage.get_latest(workflow_name=WORKFLOW) is None
 
 
 async def test_a_modified_chunk_fails_the_load(collection: InMemoryCollection) -> None:
