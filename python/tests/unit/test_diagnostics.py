@@ -22,6 +22,7 @@ from agent_framework_mongodb.checkpoints.diagnostics import (
     feature_compatibility_check,
     indexes_check,
     read_preference_check,
+    retryable_writes_check,
     server_version_check,
     topology_check,
     write_concern_check,
@@ -202,6 +203,50 @@ def test_write_concern() -> None:
     assert write_concern_check({}, None, in_process=True).status is Status.OK
 
 
+def test_an_implicit_default_the_server_leaves_unstated_is_w1() -> None:
+    """A primary-secondary-arbiter set answers getDefaultRWConcern without ``defaultWriteConcern``
+    because its implicit default is w:1 (jstests/replsets/get_default_write_concern_majority.js)."""
+    psa = write_concern_check({}, {"defaultWriteConcernSource": "implicit", "localUpdateWallClockTime": 0})
+    assert psa.status is Status.WARN
+    assert psa.details == {"w": 1}
+    assert "unstated" in psa.summary
+
+
+def test_the_feature_compatibility_version_through_mongos_is_the_clusters_document() -> None:
+    old = feature_compatibility_check(
+        {"featureCompatibilityVersion": {"_id": "featureCompatibilityVersion", "version": "4.4"}},
+        sharded=True,
+    )
+    assert old.status is Status.FAIL
+    current = feature_compatibility_check(
+        {"featureCompatibilityVersion": {"_id": "featureCompatibilityVersion", "version": "7.0"}},
+        sharded=True,
+    )
+    assert current.status is Status.OK
+    unstated = feature_compatibility_check({"featureCompatibilityVersion": None}, sharded=True)
+    assert unstated.status is Status.WARN
+    refused = feature_compatibility_check(UNAUTHORIZED, sharded=True)
+    assert refused.status is Status.WARN
+    assert "system.version" in (refused.fix or "")
+
+
+def test_a_sharded_cluster_below_5_1_warns_that_run_pages_need_it() -> None:
+    below = server_version_check({"version": "5.0.14"}, sharded=True)
+    assert below.status is Status.WARN
+    assert "$lookup" in below.summary
+    assert server_version_check({"version": "5.1.0"}, sharded=True).status is Status.OK
+    assert server_version_check({"version": "5.0.14"}).status is Status.OK
+    assert server_version_check({"version": "4.4.1"}, sharded=True).status is Status.FAIL
+
+
+def test_retryable_writes() -> None:
+    assert retryable_writes_check(True).status is Status.OK
+    off = retryable_writes_check(False)
+    assert off.status is Status.WARN
+    assert "retryWrites=false" in (off.fix or "")
+    assert retryable_writes_check(None).status is Status.SKIP
+
+
 def test_read_preference() -> None:
     assert read_preference_check("primary").status is Status.OK
     secondary = read_preference_check("secondaryPreferred")
@@ -252,6 +297,11 @@ def deployment(client: InMemoryMongoClient) -> dict[str, Status]:
         )
     )
     return {check.name: check.status for check in checks}
+
+
+def test_retry_writes_off_in_the_uri_is_a_warning() -> None:
+    assert deployment(InMemoryMongoClient(retryWrites=False))["retryable writes"] is (Status.WARN)
+    assert deployment(InMemoryMongoClient())["retryable writes"] is Status.OK
 
 
 def test_the_engines_write_concern_and_read_preference_are_the_clients() -> None:

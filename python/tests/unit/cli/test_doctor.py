@@ -93,6 +93,7 @@ def test_a_healthy_engine_file_passes_every_check_it_can(healthy: Path) -> None:
         "indexes": "ok",
         "collation": "ok",
         "write concern": "ok",
+        "retryable writes": "ok",
         "read preference": "ok",
     }
 
@@ -102,7 +103,7 @@ def test_the_text_report_has_one_line_per_check_and_a_summary(healthy: Path) -> 
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
     assert lines[0].startswith("ok    installation: ")
-    assert lines[-1] == "0 failed, 0 warned, 12 checked."
+    assert lines[-1] == "0 failed, 0 warned, 13 checked."
 
 
 def test_a_missing_index_fails_by_name(healthy: Path) -> None:

@@ -24,6 +24,7 @@ from ._model import Check, Status
 
 __all__ = [
     "MINIMUM_SERVER",
+    "MINIMUM_SHARDED_LOOKUP",
     "check_deployment",
     "collation_check",
     "connection_check",
@@ -31,6 +32,7 @@ __all__ = [
     "indexes_check",
     "is_in_process",
     "read_preference_check",
+    "retryable_writes_check",
     "server_version_check",
     "topology_check",
     "write_concern_check",
@@ -38,6 +40,13 @@ __all__ = [
 
 MINIMUM_SERVER = (5, 0)
 """MongoDB 5.0 with featureCompatibilityVersion 5.0 (docs/deployment.md, "Minimum server")."""
+MINIMUM_SHARDED_LOOKUP = (5, 1)
+"""``$lookup`` from a sharded collection (the run pages' join) needs MongoDB 5.1 (the manual's
+``$lookup`` page, "Sharded Collections")."""
+_FCV_ID: Final = "featureCompatibilityVersion"
+_FCV_BY_HAND_ON_MONGOS: Final = (
+    'db.getSiblingDB("admin").system.version.findOne({_id: "featureCompatibilityVersion"})'
+)
 
 _UNAUTHORIZED = 13
 _ENSURE = (
@@ -53,6 +62,10 @@ _UNANSWERED: Final = (PyMongoError, MongoDBTimeoutError)
 
 class _AdminDatabase(Protocol):
     async def command(self, command: Mapping[str, Any], /) -> Mapping[str, Any]: ...
+
+
+class _VersionCollection(Protocol):
+    async def find_one(self, filter: Mapping[str, Any], /) -> Mapping[str, Any] | None: ...
 
 
 class _Settings(Protocol):
@@ -91,23 +104,26 @@ async def check_deployment(
             "collation",
             "write concern",
         )
+        retry = retryable_writes_check(_retry_writes(client))
         skipped = [Check(name, Status.SKIP, "Not checked: no connection.") for name in names]
-        return [connection, *skipped, read_preference_check(_mode(collection))]
+        return [connection, *skipped, retry, read_preference_check(_mode(collection))]
     admin = cast("_AdminDatabase", client["admin"])
     with operation_deadline(operation_timeout):
         build = await _ask(collection.database.command("buildInfo"))
-        fcv = await _ask(admin.command({"getParameter": 1, "featureCompatibilityVersion": 1}))
         hello = await _ask(collection.database.command("hello"))
+        sharded = _is_mongos(hello)
+        fcv = await _feature_compatibility(admin, sharded=sharded)
         listed = await _listed_indexes(collection)
         default = None if in_process else await _ask(admin.command({"getDefaultRWConcern": 1}))
     return [
         connection,
-        server_version_check(build, in_process=in_process),
-        feature_compatibility_check(fcv, in_process=in_process),
+        server_version_check(build, in_process=in_process, sharded=sharded),
+        feature_compatibility_check(fcv, in_process=in_process, sharded=sharded),
         topology_check(hello, in_process=in_process),
         indexes_check(listed),
         collation_check(listed),
         write_concern_check(_write_concern(collection), default, in_process=in_process),
+        retryable_writes_check(_retry_writes(client)),
         read_preference_check(_mode(collection)),
     ]
 
@@ -128,8 +144,10 @@ async def connection_check(collection: CheckpointCollection, *, timeout: float, 
     return Check("connection", Status.OK, f"{where[0].upper()}{where[1:]} answered a ping.", None, {})
 
 
-def server_version_check(build: Mapping[str, Any] | Unanswered, *, in_process: bool = False) -> Check:
-    """MongoDB 5.0 or newer, from ``buildInfo``."""
+def server_version_check(
+    build: Mapping[str, Any] | Unanswered, *, in_process: bool = False, sharded: bool = False
+) -> Check:
+    """MongoDB 5.0 or newer, from ``buildInfo``; through ``mongos``, 5.1 or newer for run pages."""
     name = "server version"
     if isinstance(build, _UNANSWERED):
         return _unanswered(name, build, "db.runCommand({buildInfo: 1})")
@@ -143,6 +161,16 @@ def server_version_check(build: Mapping[str, Any] | Unanswered, *, in_process: b
             {"version": version},
         )
     numbers = _version_numbers(version)
+    if sharded and numbers is not None and MINIMUM_SERVER <= numbers < MINIMUM_SHARDED_LOOKUP:
+        return Check(
+            name,
+            Status.WARN,
+            f"MongoDB {version} (mongos): list_runs and the catalog's run pages join the counters to "
+            "the checkpoints with $lookup, which a sharded checkpoint collection supports from 5.1.",
+            "Upgrade to MongoDB 5.1 or newer, or keep the checkpoint collection unsharded "
+            "(docs/deployment.md, Sharding).",
+            {"version": version},
+        )
     if numbers is None or numbers >= MINIMUM_SERVER:
         return Check(name, Status.OK, f"MongoDB {version}.", None, {"version": version})
     return Check(
@@ -155,14 +183,32 @@ def server_version_check(build: Mapping[str, Any] | Unanswered, *, in_process: b
     )
 
 
-def feature_compatibility_check(reply: Mapping[str, Any] | Unanswered, *, in_process: bool = False) -> Check:
-    """featureCompatibilityVersion 5.0 or newer, from ``getParameter``."""
+def feature_compatibility_check(
+    reply: Mapping[str, Any] | Unanswered, *, in_process: bool = False, sharded: bool = False
+) -> Check:
+    """featureCompatibilityVersion 5.0 or newer: from ``getParameter`` on a replica set; through
+    ``mongos``, whose ``getParameter`` answers with its own binary version or an error
+    (SERVER-100224, SERVER-118760), from the cluster's ``admin.system.version`` document, given as
+    ``{"featureCompatibilityVersion": document}``."""
     name = "feature compatibility"
     if in_process:
         return Check(name, Status.SKIP, f"{_ENGINE.capitalize()} has no featureCompatibilityVersion.")
     if isinstance(reply, _UNANSWERED):
-        return _unanswered(name, reply, "db.adminCommand({getParameter: 1, featureCompatibilityVersion: 1})")
-    setting: object = reply.get("featureCompatibilityVersion")
+        by_hand = (
+            _FCV_BY_HAND_ON_MONGOS
+            if sharded
+            else "db.adminCommand({getParameter: 1, featureCompatibilityVersion: 1})"
+        )
+        return _unanswered(name, reply, by_hand)
+    setting: object = reply.get(_FCV_ID)
+    if setting is None:
+        return Check(
+            name,
+            Status.WARN,
+            "Not checked: the cluster states no featureCompatibilityVersion.",
+            f"Check by hand with {_FCV_BY_HAND_ON_MONGOS}.",
+            {},
+        )
     version = (
         str(cast("Mapping[str, Any]", setting).get("version"))
         if isinstance(setting, Mapping)
@@ -301,10 +347,13 @@ def write_concern_check(
         )
     default: object = None if server_default is None else server_default.get("defaultWriteConcern")
     w: object = cast("Mapping[str, Any]", default).get("w") if isinstance(default, Mapping) else None
+    if w is None:
+        # The server states its implicit default only when it is majority; it leaves the field out
+        # where the implicit default is w:1, on a set with too few data-bearing voters for its
+        # arbiters (jstests/replsets/get_default_write_concern_majority.js) and before 5.0.
+        return _write_concern_of(1, "the cluster's implicit default, which it leaves unstated", majority)
     source = None if server_default is None else server_default.get("defaultWriteConcernSource")
-    return _write_concern_of(
-        "majority" if w is None else w, f"the cluster's {source or 'implicit'} default", majority
-    )
+    return _write_concern_of(w, f"the cluster's {source or 'implicit'} default", majority)
 
 
 def _write_concern_of(w: object, whose: str, majority: str) -> Check:
@@ -329,6 +378,23 @@ def _write_concern_of(w: object, whose: str, majority: str) -> Check:
     return Check(name, Status.OK, f"w={w} ({whose}).", None, {"w": w})
 
 
+def retryable_writes_check(retry_writes: bool | None) -> Check:
+    """pymongo's retryable writes, on unless the URI says ``retryWrites=false``."""
+    name = "retryable writes"
+    if retry_writes is None:
+        return Check(name, Status.SKIP, "The client does not say whether it retries writes.")
+    if retry_writes:
+        return Check(name, Status.OK, "On: pymongo resends a write once after a failover or a network error.")
+    return Check(
+        name,
+        Status.WARN,
+        "Off (retryWrites=false): a save that meets a failover or a dropped connection fails instead of "
+        "being resent once, so the run goes on without that checkpoint unless strict_saves is set.",
+        "Drop retryWrites=false from the URI (docs/deployment.md, Replica sets and retryable writes).",
+        {"retry_writes": False},
+    )
+
+
 def read_preference_check(mode: str) -> Check:
     """The storage reads the primary whatever the client's read preference; another is a warning."""
     name = "read preference"
@@ -342,6 +408,30 @@ def read_preference_check(mode: str) -> Check:
         "Drop readPreference from the URI the storage uses, or keep it knowingly (docs/deployment.md).",
         {"mode": mode},
     )
+
+
+def _is_mongos(hello: Mapping[str, Any] | Unanswered) -> bool:
+    return not isinstance(hello, _UNANSWERED) and hello.get("msg") == "isdbgrid"
+
+
+async def _feature_compatibility(admin: _AdminDatabase, *, sharded: bool) -> Mapping[str, Any] | Unanswered:
+    if not sharded:
+        return await _ask(admin.command({"getParameter": 1, _FCV_ID: 1}))
+    versions = cast("_VersionCollection", cast("Mapping[str, object]", admin)["system.version"])
+    try:
+        document = await bounded(versions.find_one({"_id": _FCV_ID}))
+    except _UNANSWERED as error:
+        return error
+    return {_FCV_ID: document}
+
+
+def _retry_writes(client: CheckpointClient) -> bool | None:
+    # pymongo's client.options.retry_writes; the in-process engine's client.retry_writes.
+    for holder in (getattr(client, "options", None), client):
+        retry: object = getattr(holder, "retry_writes", None)
+        if isinstance(retry, bool):
+            return retry
+    return None
 
 
 async def _ask(reply: Awaitable[Mapping[str, Any]]) -> Mapping[str, Any] | Unanswered:
