@@ -790,8 +790,10 @@ class MongoDBCheckpointStorage(CheckpointStorage):
         raises, so nothing is collected on a guess about what it references.
         """
         referenced: set[bytes] = set()
-        # Every retained root counts, live or not: collection never deletes on a guess.
-        async for page in self._pages(PAYLOAD_PROJECTION, None, limit=self._options.max_page_size):
+        # Every retained root counts, live or expired: collection never deletes on a guess, and a
+        # server clock that jumped ahead and back must not cost an unexpired checkpoint its chunks.
+        pages = self._pages(PAYLOAD_PROJECTION, None, limit=self._options.max_page_size, expired_too=True)
+        async for page in pages:
             for document in page:
                 stored = stored_payload(document, self._scope, self._policy)
                 if stored.chunked:
@@ -847,8 +849,12 @@ class MongoDBCheckpointStorage(CheckpointStorage):
         *,
         after: PagePosition | None,
         limit: int,
+        expired_too: bool = False,
     ) -> list[Document]:
-        query = _live_filter(self._scope, None if after is None else after.sequence, check)
+        sequence = None if after is None else after.sequence
+        query = (
+            page_filter(self._scope, sequence) if expired_too else _live_filter(self._scope, sequence, check)
+        )
         with translated_driver_errors(operation="read", action="read a page of checkpoints"):
             count_round_trip()  # find() sends nothing; to_list() sends the query, once
             cursor = self._collection.find(
@@ -857,16 +863,24 @@ class MongoDBCheckpointStorage(CheckpointStorage):
             return await cursor.to_list(limit)
 
     async def _pages(
-        self, projection: Mapping[str, int], check: LedgerCheck | None, *, limit: int
+        self,
+        projection: Mapping[str, int],
+        check: LedgerCheck | None,
+        *,
+        limit: int,
+        expired_too: bool = False,
     ) -> AsyncIterator[list[Document]]:
-        """Every page of the run (its live checkpoints, with a ledger), one bounded request at a time.
+        """Every page of the run (its live, unexpired checkpoints; ``expired_too``: every retained
+        one, for collection), one bounded request at a time.
 
         A yielded page is emptied when the consumer asks for the next one, so at most one page of
         raw documents is alive while the next is fetched.
         """
         after: PagePosition | None = None
         while True:
-            documents = await self._fetch_page(projection, check, after=after, limit=limit)
+            documents = await self._fetch_page(
+                projection, check, after=after, limit=limit, expired_too=expired_too
+            )
             following = page_position_of(documents[-1]) if len(documents) == limit else None
             yield documents
             documents.clear()

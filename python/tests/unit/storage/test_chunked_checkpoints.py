@@ -46,6 +46,7 @@ from ._support import (
     make_checkpoint,
     make_options,
     make_storage,
+    pin_server_clock,
     raw_checkpoints,
     scope_of,
 )
@@ -226,6 +227,23 @@ async def test_an_expired_checkpoint_the_monitor_has_not_removed_yet_is_not_foun
     with pytest.raises(MongoDBCheckpointNotFoundError):
         await storage.load("cp-short")
     assert await storage.get_latest(workflow_name=WORKFLOW) is None
+
+
+async def test_collection_spares_the_chunks_of_a_root_that_only_looked_expired(
+    collection: InMemoryCollection,
+) -> None:
+    """Reads leave expired checkpoints out; collection must not: a server clock that jumps ahead past
+    a checkpoint's expiry and the collection grace, then back, would cost it its chunks."""
+    short = make_storage(collection, ttl=timedelta(hours=1))
+    await short.save(conversation(100))
+    pruner = make_storage(collection, keep_last=1)
+    before = engine_client(collection).server_now()
+    advance_server_clock(collection, COLLECTION_GRACE + timedelta(hours=3))
+    await pruner._collect_chunks()  # what a prune that deleted checkpoints runs next
+
+    pin_server_clock(collection, before.replace(tzinfo=timezone.utc))
+    loaded = await make_storage(collection).load(conversation(100).checkpoint_id)
+    assert identity(loaded) == identity(conversation(100))
 
 
 async def test_a_modified_chunk_fails_the_load(collection: InMemoryCollection) -> None:
