@@ -210,7 +210,9 @@ class InstantCollection:
 
     @property
     def write_concern(self) -> WriteConcern:
-        return WriteConcern()
+        # Stated majority, as docs/deployment.md asks: the write concern under which a chunked save
+        # leaves out the touches of chunks it already wrote in the window (ADR 0031).
+        return WriteConcern(w="majority")
 
     def with_options(self, **_options: Any) -> InstantCollection:
         return self

@@ -218,6 +218,7 @@ class _RunResult:
     file_load_seconds: float
     load_trips: list[list[str]]
     loads_equal: bool
+    unstated_sent_bytes: int
     elapsed: float
 
 
@@ -339,19 +340,28 @@ async def _timed_loads(stores: _Stores, newest: WorkflowCheckpoint, repeats: int
 
 async def _measure_run(supersteps: int, settings: LongRunSettings, directory: Path) -> _RunResult:
     started = time.perf_counter()
-    engine = InMemoryMongoClient()
+    # w: "majority", as docs/deployment.md asks: the only write concern under which a save leaves
+    # out the touches of chunks it stored in the same window (ADR 0029, amended for issue 29).
+    engine = InMemoryMongoClient(w="majority")
     now = datetime(2026, 1, 1, tzinfo=timezone.utc)
     engine.clock = lambda: now
     metered = MeteredCollection(engine["bench"]["checkpoints"])
+    # The same run through a storage whose write concern states no w (the server's default, which
+    # may be w: 1): it touches every chunk it remembers; only what its last save sends is read.
+    unstated_engine = InMemoryMongoClient()
+    unstated_engine.clock = lambda: now
+    unstated = MeteredCollection(unstated_engine["bench"]["checkpoints"])
     options = MongoDBCheckpointStorageOptions(
         tenant_id="bench", workflow_name=WORKFLOW, session_id=f"long-run-{supersteps}"
     )
+    unstated_storage = MongoDBCheckpointStorage(unstated, options=options)
     stores = _Stores(
         MongoDBCheckpointStorage(metered, options=options),
         metered,
         FileCheckpointStorage(directory / f"run-{supersteps}"),
     )
     await stores.storage.ensure_indexes()
+    await unstated_storage.ensure_indexes()
     conversation = _Conversation(supersteps, lambda: now)
     early_window, last_window = _windows(supersteps, settings.early, settings.window)
     timed = set(early_window) | set(last_window)
@@ -366,6 +376,9 @@ async def _measure_run(supersteps: int, settings: LongRunSettings, directory: Pa
             saves[step] = await _timed_save(stores, checkpoint, step, payloads)
         else:
             await stores.storage.save(checkpoint)
+        unstated.reset()
+        await unstated_storage.save(checkpoint)
+    unstated_sent = unstated.sent_bytes
     loads = await _timed_loads(stores, checkpoint, settings.load_repeats)
     scope = {
         "tenant_id": options.tenant_id,
@@ -389,6 +402,7 @@ async def _measure_run(supersteps: int, settings: LongRunSettings, directory: Pa
         file_load_seconds=loads.file_seconds,
         load_trips=loads.trips,
         loads_equal=loads.equal,
+        unstated_sent_bytes=unstated_sent,
         elapsed=time.perf_counter() - started,
     )
 
@@ -504,6 +518,10 @@ class _Figures:
         return None if self.last.added <= 0 else self.last.sent_bytes / self.last.added
 
     @property
+    def unstated_sent_ratio(self) -> float | None:
+        return None if self.last.added <= 0 else self.run.unstated_sent_bytes / self.last.added
+
+    @property
     def window_sent_ratio(self) -> float | None:
         saves = [self.run.saves[step] for step in self.run.last_window]
         added = sum(save.added for save in saves)
@@ -555,6 +573,11 @@ def _figures_table(figures: list[_Figures]) -> str:
         ("bytes sent by the last save", lambda f: f"{f.last.sent_bytes:,}"),
         ("sent / added, last save", lambda f: _x(f.sent_ratio)),
         ("sent / added, last window's saves together", lambda f: _x(f.window_sent_ratio)),
+        (
+            "bytes sent by the last save, no w stated (every chunk touched)",
+            lambda f: f"{f.run.unstated_sent_bytes:,}",
+        ),
+        ("sent / added, last save, no w stated", lambda f: _x(f.unstated_sent_ratio)),
         ("round trips, last save", lambda f: waves_text(f.last.trips)),
         ("load ms, newest (median)", lambda f: _ms(f.run.load_seconds)),
         (
@@ -654,6 +677,9 @@ minutes apart on a shared machine.
 encoding pymongo would do, and the engine's scan of its documents on every query, which grows with
 the run where a server's indexes do not). **Sent** = BSON bytes of every document the storage
 passes to the driver. **Load** = median of {settings.load_repeats} loads of the newest checkpoint.
+The collection's write concern is `w: "majority"`; **no w stated** is the same run saved beside it
+through a collection whose write concern states none (the server's default, which may be `w: 1`),
+where a save touches every chunk it remembers (ADR 0029, amended for issue 29).
 
 {_figures_table(figures)}
 

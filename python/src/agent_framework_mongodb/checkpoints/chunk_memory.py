@@ -14,13 +14,21 @@ it, and a later save leaves the touch out while the stamp still *covers* the chu
   server's ``allocated_at``, by the server's clock). The stamped write ran during its own save, so
   within ``MAX_OPERATION_TIMEOUT`` of that save's allocation; this save inserts within as long of
   its own allocation, and the two allocations are less than a ``TOUCH_WINDOW`` apart. So the
-  chunk's ``touched_at`` is less than ``2 x MAX_OPERATION_TIMEOUT + TOUCH_WINDOW``
-  (``COLLECTION_GRACE``) before the insert, and collection spares it until then. A skipped chunk
-  keeps its old stamp, so skips cannot stretch the bound.
+  chunk's ``touched_at`` is less than ``2 x MAX_OPERATION_TIMEOUT + TOUCH_WINDOW`` before the
+  insert. A collection that read the run's references before that insert deletes within one more
+  ``MAX_OPERATION_TIMEOUT``, and ``COLLECTION_GRACE`` (three of them, the window and a margin)
+  spares the chunk through it. A skipped chunk keeps its old stamp, so skips cannot stretch the
+  bound.
 - **No ``clear_run`` deleted it.** The allocation's chunk lineage (the counter's epoch, and the
   chunk generation ``clear_run`` draws before it deletes chunks) is the stamp's.
 - **Expiry cannot take it first.** The expiry this save would set is no later than the stamp's;
   ``$max`` kept the stored one at least that.
+- **No failover lost it.** Only under a ``w: "majority"`` write concern, stated by the collection
+  (the client or the URI): a write a majority acknowledged is not rolled back. With ``w: 1``, or
+  none stated (the server's implicit default may be ``w: 1``: a primary-secondary-arbiter set), a
+  primary can acknowledge a chunk and fail before any secondary has it; the new primary keeps the
+  counter's lineage, so nothing else would tell. Such a storage stamps nothing and touches every
+  remembered chunk, whose matched count finds one gone and has it written again (issue 29).
 
 The chunk write goes out beside the allocation, so which touches to leave out is decided before
 the allocation's reply, from an estimate of the server's clock (the last allocation's
@@ -114,11 +122,14 @@ class ChunkMemory:
     (addresses differ by run anyway).
     """
 
-    __slots__ = ("_clock", "_stamps")
+    __slots__ = ("_clock", "_leave_out", "_stamps")
 
-    def __init__(self) -> None:
+    def __init__(self, *, leave_out_touches: bool) -> None:
+        """``leave_out_touches``: whether stamps may cover chunks at all, which only a majority write
+        concern allows (see the module's docstring); without it every remembered chunk is touched."""
         self._stamps: dict[bytes, ChunkStamp | None] = {}
         self._clock: _ServerClock | None = None
+        self._leave_out = leave_out_touches
 
     def __contains__(self, address: object) -> bool:
         return address in self._stamps
@@ -166,7 +177,7 @@ class ChunkMemory:
         stamp they have. The oldest are forgotten beyond the limit."""
         for chunk in writes.deferred:
             self._stamps[chunk.address] = self._stamps.pop(chunk.address, None)
-        stamp = _stamp_of(allocation, writes.expiry)
+        stamp = _stamp_of(allocation, writes.expiry) if self._leave_out else None
         for chunk in (*writes.upserts, *writes.touches, *followed):
             self._stamps.pop(chunk.address, None)
             self._stamps[chunk.address] = stamp

@@ -80,6 +80,7 @@ __all__ = [
     "BULK_BYTES",
     "BULK_STATEMENTS",
     "CHUNK_EXPIRY_MARGIN",
+    "CLOCK_MARGIN",
     "COLLECTION_GRACE",
     "FETCH_ADDRESSES",
     "PERMANENT_EXPIRY",
@@ -123,10 +124,17 @@ SERVER_WINDOW_END: Final = {
     }
 }
 """The end of the server's current :data:`TOUCH_WINDOW` (``$dateTrunc`` and ``$dateAdd``: 5.0)."""
-COLLECTION_GRACE: Final = 2 * timedelta(seconds=MAX_OPERATION_TIMEOUT) + TOUCH_WINDOW
-"""How long after its last touch an unreferenced chunk is spared: longer than any save can take,
-whatever ``operation_timeout`` its writer runs with (at most an hour), plus the window a touch is
-rounded into. Both ends are the server's clock, so no writer's or collector's clock decides."""
+CLOCK_MARGIN: Final = timedelta(minutes=5)
+"""For the members' clocks, which a failover may swap between a touch and a collection (NTP keeps
+them within far less), and the second of slack a request may outlive its deadline by."""
+COLLECTION_GRACE: Final = 3 * timedelta(seconds=MAX_OPERATION_TIMEOUT) + TOUCH_WINDOW + CLOCK_MARGIN
+"""How long after its last touch an unreferenced chunk is spared (3 h 20 min): three of the longest
+operations any storage can run (``operation_timeout`` is at most an hour) plus the window a touch is
+rounded into, and a margin. Two operations are the saves that ADR 0029's bound spans (the one that
+touched the chunk, and a later save in the same window that left its touch out); the third is the
+collection itself, which reads the run's references and deletes afterwards, so a save that inserts
+in between is not among the references it read (issue 29). Both ends are the server's clock, so no
+writer's or collector's clock decides."""
 SERVER_CUTOFF: Final = {
     "$dateSubtract": {
         "startDate": "$$NOW",

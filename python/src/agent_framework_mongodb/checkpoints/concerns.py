@@ -12,9 +12,15 @@
   unacknowledged writes", ``pymongo/asynchronous/collection.py``). Such a write concern is refused
   at construction. Any acknowledged write concern is accepted; MongoDB's implicit default since
   5.0 is ``w: "majority"`` (https://www.mongodb.com/docs/manual/reference/write-concern/).
+- **Only a stated majority vouches for a chunk across a failover.** A save leaves out the touches of
+  chunks it wrote in the same window only when the collection says ``w: "majority"``
+  (:func:`majority_acknowledged`, ADR 0031); the server's implicit default is not asked for.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import cast
 
 from pymongo import ReadPreference
 
@@ -22,7 +28,7 @@ from ..errors import MongoDBConfigurationError
 from .bounded import BoundedCollection
 from .driver import CheckpointCollection
 
-__all__ = ["bind_collection"]
+__all__ = ["bind_collection", "majority_acknowledged"]
 
 
 def bind_collection(collection: CheckpointCollection) -> CheckpointCollection:
@@ -38,3 +44,14 @@ def bind_collection(collection: CheckpointCollection) -> CheckpointCollection:
             'acknowledged writes. Use the default or w="majority".'
         )
     return BoundedCollection(collection.with_options(read_preference=ReadPreference.PRIMARY))
+
+
+def majority_acknowledged(collection: CheckpointCollection) -> bool:
+    """Whether the collection's own write concern says ``w: "majority"``: an acknowledged write
+    then survives a failover (https://www.mongodb.com/docs/manual/core/replica-set-rollbacks/).
+    A write concern that states no ``w`` takes the server's default, which may be ``w: 1``."""
+    document: object = getattr(collection.write_concern, "document", None)
+    if not isinstance(document, Mapping):
+        return False
+    w: object = cast("Mapping[str, object]", document).get("w")
+    return w == "majority"

@@ -49,7 +49,7 @@ from .chunk_store import (
 from .codec import CANONICAL_HASH_VERSION, CHUNKED_PAYLOAD_FORMAT, CheckpointCodec, ChunkSettings
 from .codec.chunks import Chunker
 from .codec.signing import PayloadSigner
-from .concerns import bind_collection
+from .concerns import bind_collection, majority_acknowledged
 from .concurrency import concurrently, together
 from .connection import (
     DEFAULT_COLLECTION_NAME,
@@ -605,7 +605,7 @@ class MongoDBCheckpointStorage(CheckpointStorage):
         self._sequences = SequenceAllocator(
             collection, self._scope, recheck_grace=options.counter_recheck_grace
         )
-        self._chunks = ChunkMemory()
+        self._chunks = ChunkMemory(leave_out_touches=majority_acknowledged(collection))
         self._chunk_context = self._scope.chunk_context(CHUNKED_PAYLOAD_FORMAT)
         # One per run: it compresses only leaves its last split did not hold. encode() never
         # awaits, so concurrent saves of this storage never interleave inside a split.

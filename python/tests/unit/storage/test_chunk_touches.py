@@ -10,6 +10,7 @@ more round trip when only the allocation's reply shows it. What the reply shows 
 from __future__ import annotations
 
 import random
+from collections.abc import AsyncIterator
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -29,12 +30,13 @@ from agent_framework_mongodb.checkpoints.chunk_store import (
 )
 from agent_framework_mongodb.checkpoints.codec import canonical_hash
 from agent_framework_mongodb.checkpoints.codec.chunks import Chunk
+from agent_framework_mongodb.checkpoints.deadlines import DEADLINE_SLACK
 from agent_framework_mongodb.checkpoints.options import MAX_OPERATION_TIMEOUT
 from agent_framework_mongodb.checkpoints.queries import CHUNK_GENERATION_FIELD, counter_filter
 from agent_framework_mongodb.checkpoints.scope import CHUNK_KIND, COUNTER_KIND
 from agent_framework_mongodb.checkpoints.sequences import Allocation
 from agent_framework_mongodb.errors import MongoDBIntegrationError, MongoDBMappingError
-from agent_framework_mongodb.testing import InMemoryCollection
+from agent_framework_mongodb.testing import InMemoryCollection, InMemoryMongoClient, Scheduling
 
 from ._support import (
     INSERT,
@@ -47,6 +49,16 @@ from ._support import (
     pin_server_clock,
     scope_of,
 )
+
+
+@pytest.fixture
+async def collection(engine_scheduling: Scheduling | None) -> AsyncIterator[InMemoryCollection]:
+    """The checkpoint collection under ``w: "majority"``, the only write concern under which a save
+    leaves touches out (with ``w: 1`` a failover can lose what a stamp vouches for)."""
+    engine = InMemoryMongoClient(w="majority", scheduling=engine_scheduling)
+    yield engine["checkpoint_db"]["checkpoint_coll"]
+    await engine.close()
+
 
 CHUNK_WRITE = "bulk_write"
 ALLOCATE = "find_one_and_update"
@@ -108,6 +120,25 @@ async def test_a_save_within_the_window_sends_only_its_new_chunks(proxy: ProxyCo
     assert 0 < upserts <= 3
     assert touches == 0
     assert await loads_equal(proxy.inner, conversation(102))
+
+
+@pytest.mark.parametrize("write_concern", [{}, {"w": 1}], ids=["unstated", "w1"])
+async def test_without_a_stated_majority_write_concern_every_remembered_chunk_is_touched(
+    write_concern: dict[str, Any],
+) -> None:
+    engine = InMemoryMongoClient(**write_concern)
+    try:
+        proxy = ProxyCollection(engine["checkpoint_db"]["checkpoint_coll"])
+        storage = await _steady(proxy)
+
+        await storage.save(conversation(102))
+
+        ((upserts, touches),) = statements(proxy)
+        assert 0 < upserts <= 3
+        assert touches > 10  # every chunk the checkpoint shares with the last one
+        assert await loads_equal(proxy.inner, conversation(102))
+    finally:
+        await engine.close()
 
 
 async def test_a_save_in_the_next_window_touches_after_the_reply_when_the_estimate_missed(
@@ -272,7 +303,7 @@ def _allocation(at: datetime, lineage: bytes = b"e" * 16) -> Allocation:
 
 
 def test_the_reply_decides_what_a_deferred_chunk_still_needs() -> None:
-    memory = ChunkMemory()
+    memory = ChunkMemory(leave_out_touches=True)
     stamped = _WINDOW_START + timedelta(seconds=1)
     _saved(memory, [_chunk(1), _chunk(2)], _allocation(stamped))
 
@@ -289,7 +320,7 @@ def test_the_reply_decides_what_a_deferred_chunk_still_needs() -> None:
 
 
 def test_a_write_beside_an_allocation_without_a_date_or_lineage_is_touched_next_time() -> None:
-    memory = ChunkMemory()
+    memory = ChunkMemory(leave_out_touches=True)
     for allocation in (Allocation(1, b"e" * 16, None, b"e" * 16), _allocation(_WINDOW_START, lineage=None)):  # type: ignore[arg-type]
         _saved(memory, [_chunk(1)], allocation)
         _saved(memory, [_chunk(9)], _allocation(_WINDOW_START + timedelta(seconds=1)))
@@ -307,7 +338,8 @@ _MOMENTS = st.datetimes(
 def test_a_covered_chunk_outlives_the_save_that_left_its_touch_out(stamped: datetime, gap: timedelta) -> None:
     """The bound ``chunk_memory.py`` argues, over the constants as they are: the stamped write ran
     within a save's longest life of its allocation, and a covered save inserts within as long of
-    its own, before collection may take the chunk."""
+    its own; a collection running across that insert deletes within as long again, and still
+    spares the chunk."""
     expiry = chunk_expiry(None)
     stamp = ChunkStamp(b"e" * 16, window_end(stamped), expiry)
     later = stamped + gap
@@ -315,7 +347,10 @@ def test_a_covered_chunk_outlives_the_save_that_left_its_touch_out(stamped: date
     assert covered is (later < window_end(stamped))  # exactly the rest of the stamp's window
     if not covered:
         return
-    longest_save = timedelta(seconds=MAX_OPERATION_TIMEOUT)
-    earliest_touch = stamped - longest_save
-    latest_insert = later + longest_save
-    assert latest_insert < earliest_touch + COLLECTION_GRACE
+    longest = timedelta(seconds=MAX_OPERATION_TIMEOUT) + timedelta(seconds=DEADLINE_SLACK)
+    earliest_touch = stamped - longest
+    latest_insert = later + longest
+    # A collection that read the run's references just before that insert (so it missed the new
+    # root) deletes within its own longest operation, and must still spare the chunk (issue 29).
+    latest_delete = latest_insert + longest
+    assert latest_delete - COLLECTION_GRACE < earliest_touch
