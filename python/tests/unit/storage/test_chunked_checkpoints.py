@@ -332,6 +332,38 @@ async def _referenced(collection: InMemoryCollection, root: dict[str, Any]) -> s
     }
 
 
+@pytest.mark.parametrize("skew", [timedelta(hours=-3), timedelta(hours=3)], ids=["behind", "ahead"])
+async def test_no_writers_clock_makes_a_chunk_expire_before_a_checkpoint_that_uses_it(
+    collection: InMemoryCollection, monkeypatch: pytest.MonkeyPatch, skew: timedelta
+) -> None:
+    """``expires_at`` is the writer's clock plus ``ttl`` (issue 29: the skew bound): a writer whose
+    clock is off shifts its own checkpoints' expiry by as much, and never a chunk's below the
+    expiry (plus the margin) of any checkpoint that references it, since every save moves each of
+    its chunks to its own expiry with ``$max``."""
+    from agent_framework_mongodb.checkpoints import storage as storage_module
+
+    real_now = storage_module.utc_now
+    on_time = make_storage(collection, ttl=timedelta(hours=1))
+    skewed = make_storage(collection, ttl=timedelta(hours=1))
+
+    async def save_skewed(step: int) -> None:
+        with monkeypatch.context() as patched:
+            patched.setattr(storage_module, "utc_now", lambda: real_now() + skew)
+            await skewed.save(conversation(step))
+
+    await on_time.save(conversation(100))
+    await save_skewed(101)
+    await on_time.save(conversation(102))
+    await save_skewed(103)
+
+    chunks = {chunk["_id"]: chunk["expires_at"] for chunk in await chunk_documents(collection)}
+    roots = await raw_checkpoints(collection)
+    assert len(roots) == 4
+    for root in roots:
+        for address in await _referenced(collection, root):
+            assert chunks[address] >= root["expires_at"] + CHUNK_EXPIRY_MARGIN
+
+
 async def test_touches_within_a_window_modify_nothing(
     collection: InMemoryCollection, monkeypatch: pytest.MonkeyPatch
 ) -> None:
