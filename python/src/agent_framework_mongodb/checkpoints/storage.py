@@ -494,7 +494,8 @@ class MongoDBCheckpointStorage(CheckpointStorage):
         """Delete every checkpoint of the bound run, then its chunks, then its sequence counter.
 
         Three round trips: the checkpoints' delete goes out beside an update of the counter that
-        tells the run's writers its chunks are going (``chunk_memory.py``).
+        tells the run's writers its chunks are going (``chunk_memory.py``), and the counter's delete
+        beside another, for a writer that saved in between.
 
         For a completed run: quiesce its writers first. Safe to retry after a partial failure.
         Every delete states the complete scope; none can reach another run.
@@ -506,20 +507,15 @@ class MongoDBCheckpointStorage(CheckpointStorage):
                 deleting = self._collection.delete_many(run_filter(self._scope), collation=SIMPLE_COLLATION)
                 # Before any chunk goes: a writer that remembers the run's chunks learns from its
                 # next allocation that they may be gone, even if this clear stops before the counter.
-                count_round_trip()
-                marking = self._collection.find_one_and_update(
-                    counter_filter(self._scope),
-                    chunks_cleared_update(),
-                    _ID_ONLY,
-                    upsert=False,
-                    return_document=ReturnDocument.BEFORE,
-                    collation=SIMPLE_COLLATION,
-                )
-                checkpoints, _ = await concurrently(deleting, marking)
+                checkpoints, _ = await concurrently(deleting, self._mark_chunks_cleared())
                 chunks_deleted = await delete_run_chunks(self._collection, self._scope)
+                # Marked again beside the counter's delete: a writer that read the first mark
+                # before the chunks went (a racing save) learns they went, even if the delete
+                # fails; if the delete goes first, the mark matches nothing (issue 29).
                 count_round_trip()
-                counter = await self._collection.delete_one(
-                    counter_filter(self._scope), collation=SIMPLE_COLLATION
+                counter, _ = await concurrently(
+                    self._collection.delete_one(counter_filter(self._scope), collation=SIMPLE_COLLATION),
+                    self._mark_chunks_cleared(),
                 )
             result = MongoDBCheckpointClearResult(
                 checkpoints_deleted=checkpoints.deleted_count,
@@ -529,6 +525,18 @@ class MongoDBCheckpointStorage(CheckpointStorage):
             )
             record.result_count = result.checkpoints_deleted
             return result
+
+    async def _mark_chunks_cleared(self) -> object:
+        """Set a new chunk generation on the run's counter (if it exists): the run's writers learn
+        from their next allocation that the chunks they remember may be gone (ADR 0029)."""
+        return await self._collection.find_one_and_update(
+            counter_filter(self._scope),
+            chunks_cleared_update(),
+            _ID_ONLY,
+            upsert=False,
+            return_document=ReturnDocument.BEFORE,
+            collation=SIMPLE_COLLATION,
+        )
 
     async def ensure_indexes(self, *, timeout: float | None = None) -> tuple[str, ...]:
         """Create the collection's indexes (a deploy-time step); returns their names.

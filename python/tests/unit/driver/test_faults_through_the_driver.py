@@ -135,7 +135,7 @@ OPERATIONS = [
     Operation("delete", lambda storage: storage.delete("cp-2"), ("delete",), WRITE),
     Operation(
         "clear_run", lambda storage: storage.clear_run(),
-        ("delete", "findAndModify", "delete", "delete"), WRITE, retried=False,
+        ("delete", "findAndModify", "delete", "delete", "findAndModify"), WRITE, retried=False,
     ),
     Operation("ensure_indexes", _ensure_indexes, ("listIndexes", "createIndexes"), PROVISION),
 ]  # fmt: skip

@@ -10,7 +10,7 @@ more round trip when only the allocation's reply shows it. What the reply shows 
 from __future__ import annotations
 
 import random
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -236,6 +236,46 @@ async def test_a_clear_run_that_stopped_before_the_counter_still_tells_the_write
     await storage.save(conversation(102))
 
     assert await loads_equal(proxy.inner, conversation(102))
+
+
+class _SaveBeforeChunksGoThenCounterDeleteFails(_CounterDeleteFails):
+    """A clear_run raced by a save between its generation update and its chunk delete (so the save
+    read the new generation and wrote its chunks under it), that then stops before the counter."""
+
+    def __init__(self, inner: InMemoryCollection, racing: Callable[[], Awaitable[object]]) -> None:
+        super().__init__(inner)
+        self._racing: Callable[[], Awaitable[object]] | None = racing
+
+    @property
+    def raced(self) -> bool:
+        return self._racing is None
+
+    async def delete_many(self, filter: Mapping[str, Any], *args: Any, **kwargs: Any) -> Any:
+        racing = self._racing
+        if filter.get("_kind") == CHUNK_KIND and racing is not None:
+            self._racing = None
+            await racing()
+        return await super().delete_many(filter, *args, **kwargs)
+
+
+async def test_a_partly_failed_clear_run_raced_by_a_save_still_tells_that_writer(
+    proxy: ProxyCollection,
+) -> None:
+    """Issue 29: the writer read the generation the clear set before deleting chunks, so that one
+    cannot tell it its chunks went; the clear marks the counter again after the chunk delete."""
+    storage = await _steady(proxy)
+    clearing = _SaveBeforeChunksGoThenCounterDeleteFails(
+        proxy.inner,
+        lambda: storage.save(conversation(102)),  # its chunks go right after
+    )
+    with pytest.raises(MongoDBIntegrationError):
+        await make_storage(clearing).clear_run()
+    assert clearing.raced
+    assert await chunk_documents(proxy.inner) == []
+
+    await storage.save(conversation(103))  # in the same window as 102, whose chunks it shares
+
+    assert await loads_equal(proxy.inner, conversation(103))
 
 
 @pytest.mark.parametrize("generation", [7, "x", b"short", None])

@@ -36,7 +36,11 @@ async def test_clear_run_deletes_checkpoints_then_chunks_then_counter_and_report
 
     assert result == MongoDBCheckpointClearResult(checkpoints_deleted=4, counter_deleted=1, acknowledged=True)
     # The checkpoints' delete goes beside the counter's new chunk generation, before any chunk goes.
-    assert proxy.waves == [["delete_many", "find_one_and_update"], ["delete_many"], ["delete_one"]]
+    assert proxy.waves == [
+        ["delete_many", "find_one_and_update"],
+        ["delete_many"],
+        ["delete_one", "find_one_and_update"],
+    ]
     assert await raw_all(collection) == []
 
 
