@@ -58,7 +58,8 @@ UNEXPIRED: Final[Mapping[str, Any]] = {
     "$expr": {"$or": [{"$ne": [{"$type": "$expires_at"}, "date"]}, {"$gt": ["$expires_at", "$$NOW"]}]}
 }
 """A checkpoint that has not expired by the server's clock: permanent, or expiring later (an
-``expires_at`` that is not a date is left to the decoder, which refuses it as damaged). Every
+``expires_at`` that is not a date never expires, as for the TTL monitor: a signed storage refuses
+it with the signature, the summaries' reader as damaged). Every
 read of checkpoints adds it (a residual filter), so an expired checkpoint is not found whether or
 not the TTL monitor, which runs every 60 s and removes roots and chunks in no set order, has
 removed it yet, and one a writer put back after it expired is not found either."""
