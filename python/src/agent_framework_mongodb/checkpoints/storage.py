@@ -529,6 +529,7 @@ class MongoDBCheckpointStorage(CheckpointStorage):
     async def _mark_chunks_cleared(self) -> object:
         """Set a new chunk generation on the run's counter (if it exists): the run's writers learn
         from their next allocation that the chunks they remember may be gone (ADR 0029)."""
+        count_round_trip()
         return await self._collection.find_one_and_update(
             counter_filter(self._scope),
             chunks_cleared_update(),
