@@ -341,8 +341,8 @@ async def test_no_writers_clock_makes_a_chunk_expire_before_a_checkpoint_that_us
     expiry (plus the margin) of any checkpoint that references it, since every save moves each of
     its chunks to its own expiry with ``$max``."""
     from agent_framework_mongodb.checkpoints import storage as storage_module
+    from agent_framework_mongodb.checkpoints.documents import utc_now as real_now
 
-    real_now = storage_module.utc_now
     on_time = make_storage(collection, ttl=timedelta(hours=1))
     skewed = make_storage(collection, ttl=timedelta(hours=1))
 
