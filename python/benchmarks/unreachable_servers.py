@@ -31,7 +31,7 @@ import logging
 import socket
 import sys
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -40,6 +40,7 @@ from agent_framework import (
     CheckpointID,
     CheckpointStorage,
     Executor,
+    Workflow,
     WorkflowBuilder,
     WorkflowCheckpoint,
     WorkflowContext,
@@ -127,47 +128,64 @@ class _Step(Executor):
             await ctx.send_message(count + 1)
 
 
-class _TimedStorage(CheckpointStorage):
-    """Delegates to the storage and records how long each call took."""
+def three_step_workflow(storage: CheckpointStorage, *, name: str = WORKFLOW) -> Workflow:
+    """A workflow of three supersteps (three checkpoint saves) that outputs ``[3]`` from ``run(0)``."""
+    steps = [_Step("first", last=False), _Step("second", last=False), _Step("third", last=True)]
+    builder = WorkflowBuilder(name=name, start_executor=steps[0], checkpoint_storage=storage)
+    return builder.add_edge(steps[0], steps[1]).add_edge(steps[1], steps[2]).build()
 
-    def __init__(self, inner: MongoDBCheckpointStorage, took: list[float]) -> None:
+
+@dataclasses.dataclass(frozen=True)
+class TimedCall:
+    name: str
+    seconds: float
+    error: BaseException | None
+
+
+class TimedStorage(CheckpointStorage):
+    """Delegates to the storage and records each call: its name, how long it took, what it raised."""
+
+    def __init__(self, inner: MongoDBCheckpointStorage) -> None:
         self._inner = inner
-        self._took = took
+        self.calls: list[TimedCall] = []
 
-    async def _timed(self, call: Any) -> Any:
+    async def _timed(self, name: str, call: Awaitable[Any]) -> Any:
         started = time.monotonic()
         try:
-            return await call
-        finally:
-            self._took.append(time.monotonic() - started)
+            result = await call
+        except BaseException as error:
+            self.calls.append(TimedCall(name, time.monotonic() - started, error))
+            raise
+        self.calls.append(TimedCall(name, time.monotonic() - started, None))
+        return result
 
     async def save(self, checkpoint: WorkflowCheckpoint) -> CheckpointID:
-        result: CheckpointID = await self._timed(self._inner.save(checkpoint))
+        result: CheckpointID = await self._timed("save", self._inner.save(checkpoint))
         return result
 
     async def load(self, checkpoint_id: CheckpointID) -> WorkflowCheckpoint:
-        result: WorkflowCheckpoint = await self._timed(self._inner.load(checkpoint_id))
+        result: WorkflowCheckpoint = await self._timed("load", self._inner.load(checkpoint_id))
         return result
 
     async def list_checkpoints(self, *, workflow_name: str) -> list[WorkflowCheckpoint]:
         result: list[WorkflowCheckpoint] = await self._timed(
-            self._inner.list_checkpoints(workflow_name=workflow_name)
+            "list_checkpoints", self._inner.list_checkpoints(workflow_name=workflow_name)
         )
         return result
 
     async def delete(self, checkpoint_id: CheckpointID) -> bool:
-        result: bool = await self._timed(self._inner.delete(checkpoint_id))
+        result: bool = await self._timed("delete", self._inner.delete(checkpoint_id))
         return result
 
     async def get_latest(self, *, workflow_name: str) -> WorkflowCheckpoint | None:
         result: WorkflowCheckpoint | None = await self._timed(
-            self._inner.get_latest(workflow_name=workflow_name)
+            "get_latest", self._inner.get_latest(workflow_name=workflow_name)
         )
         return result
 
     async def list_checkpoint_ids(self, *, workflow_name: str) -> list[CheckpointID]:
         result: list[CheckpointID] = await self._timed(
-            self._inner.list_checkpoint_ids(workflow_name=workflow_name)
+            "list_checkpoint_ids", self._inner.list_checkpoint_ids(workflow_name=workflow_name)
         )
         return result
 
@@ -190,12 +208,8 @@ async def one_run(uri: str, index: int, *, strict: bool) -> RunOutcome:
         strict_saves=strict,
     )
     storage = MongoDBCheckpointStorage(connection_string=uri, options=options)
-    took: list[float] = []
-    steps = [_Step("first", last=False), _Step("second", last=False), _Step("third", last=True)]
-    builder = WorkflowBuilder(
-        name=WORKFLOW, start_executor=steps[0], checkpoint_storage=_TimedStorage(storage, took)
-    )
-    workflow = builder.add_edge(steps[0], steps[1]).add_edge(steps[1], steps[2]).build()
+    timed = TimedStorage(storage)
+    workflow = three_step_workflow(timed)
     try:
         result = await workflow.run(0)
         ended = "output" if result.get_outputs() == [3] else "no output"
@@ -205,7 +219,7 @@ async def one_run(uri: str, index: int, *, strict: bool) -> RunOutcome:
         ended = type(error).__name__
     started = time.monotonic()
     await storage.close()
-    return RunOutcome(tuple(took), time.monotonic() - started, ended)
+    return RunOutcome(tuple(call.seconds for call in timed.calls), time.monotonic() - started, ended)
 
 
 @dataclasses.dataclass

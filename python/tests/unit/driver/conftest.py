@@ -16,6 +16,7 @@ from pymongo import AsyncMongoClient
 from agent_framework_mongodb.testing import Scheduling, WireProtocolServer
 
 from ...conftest import WireServerFactory
+from ._front import Drivers
 
 Driver = AsyncMongoClient[dict[str, Any]]
 Connect = Callable[..., Driver]
@@ -46,3 +47,13 @@ async def connect() -> AsyncIterator[Connect]:
     yield make
     for client in made:
         await client.close()
+
+
+@pytest.fixture
+async def drivers(make_wire_server: WireServerFactory) -> AsyncIterator[Drivers]:
+    """Clients and storages of the test (``_front.Drivers``), closed before its fronts stop (it
+    depends on their factory)."""
+    del make_wire_server
+    made = Drivers()
+    yield made
+    await made.close_all()

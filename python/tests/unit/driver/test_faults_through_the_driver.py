@@ -52,11 +52,7 @@ from ..storage._support import CHECKPOINT_KIND, WORKFLOW, make_checkpoint, make_
 from ..storage.test_chunked_faults import large
 from .conftest import Connect, Driver
 
-pytestmark = [
-    pytest.mark.seeded_engine,
-    pytest.mark.filterwarnings("ignore::ResourceWarning"),
-    pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning"),
-]
+pytestmark = pytest.mark.seeded_engine  # run under each engine scheduling seed (tests/conftest.py)
 
 STORAGE_APP = "storage-under-test"
 """The fail points name the storage's client (``appName``), so the test's own reads never trip them."""
@@ -111,6 +107,13 @@ class Operation:
         return self.categories.failure
 
 
+SAVED_BY_CELLS: dict[str, WorkflowCheckpoint] = {
+    "cp-3": make_checkpoint("cp-3", previous="cp-2"),
+    "cp-big-2": large("cp-big-2", seed=2),
+}
+"""What the save cells store, beside the run every cell starts from."""
+
+
 def _list_ids(storage: MongoDBCheckpointStorage) -> Awaitable[object]:
     return storage.list_checkpoint_ids(workflow_name=WORKFLOW)
 
@@ -121,11 +124,11 @@ def _ensure_indexes(storage: MongoDBCheckpointStorage) -> Awaitable[object]:
 
 OPERATIONS = [
     Operation(
-        "save", lambda storage: storage.save(make_checkpoint("cp-3", previous="cp-2")),
+        "save", lambda storage: storage.save(SAVED_BY_CELLS["cp-3"]),
         ("findAndModify", "find", "findAndModify"), WRITE,
     ),
     Operation(
-        "chunked save", lambda storage: storage.save(large("cp-big-2", seed=2)),
+        "chunked save", lambda storage: storage.save(SAVED_BY_CELLS["cp-big-2"]),
         ("update", "findAndModify", "find", "findAndModify"), WRITE,
     ),
     Operation("load", lambda storage: storage.load("cp-1"), ("find",), READ),
@@ -215,7 +218,7 @@ async def assert_whole(run: Run) -> None:
     reader = run.fresh_storage()
     for checkpoint_id in ids:
         loaded = await reader.load(checkpoint_id)
-        expected = run.saved.get(checkpoint_id) or _written_by_cells(checkpoint_id)
+        expected = run.saved.get(checkpoint_id) or SAVED_BY_CELLS[checkpoint_id]
         assert canonical_hash(loaded.to_dict()) == canonical_hash(expected.to_dict())
     assert await reader.list_checkpoint_ids(workflow_name=WORKFLOW) == [
         root["checkpoint_id"] for root in sorted(roots, key=lambda root: root["sequence"])
@@ -223,13 +226,6 @@ async def assert_whole(run: Run) -> None:
     assert all(
         root["payload_format"] == CHUNKED_PAYLOAD_FORMAT for root in roots if "big" in root["checkpoint_id"]
     )
-
-
-def _written_by_cells(checkpoint_id: str) -> WorkflowCheckpoint:
-    return {
-        "cp-3": make_checkpoint("cp-3", previous="cp-2"),
-        "cp-big-2": large("cp-big-2", seed=2),
-    }[checkpoint_id]
 
 
 async def assert_repeat_succeeds(run: Run, operation: Operation) -> None:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import AsyncIterator
 
 import pytest
 from agent_framework import WorkflowCheckpoint
@@ -30,15 +29,6 @@ from ._front import Drivers, Trace, engine_collection, identity, large
 pytestmark = pytest.mark.seeded_engine  # run under each engine scheduling seed (tests/conftest.py)
 
 WRITERS = 4
-
-
-@pytest.fixture
-async def drivers(make_wire_server: WireServerFactory) -> AsyncIterator[Drivers]:
-    """Clients of the test, closed before its fronts stop (it depends on their factory)."""
-    del make_wire_server
-    made = Drivers()
-    yield made
-    await made.close_all()
 
 
 class Recorder:

@@ -26,22 +26,17 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import functools
-import gc
 import random
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
 from agent_framework import (
     CheckpointID,
-    CheckpointStorage,
-    Executor,
-    WorkflowBuilder,
     WorkflowCheckpoint,
-    WorkflowContext,
-    handler,
 )
+from benchmarks.unreachable_servers import TimedStorage, three_step_workflow
 
 from agent_framework_mongodb import (
     MongoDBCheckpointStorage,
@@ -57,13 +52,6 @@ from agent_framework_mongodb.testing import Scheduling, WireProtocolServer
 from ...conftest import WireServerFactory
 from ..storage._support import WORKFLOW, make_checkpoint, raw_checkpoints, raw_counter, scope_of
 from ._front import Drivers, Outcome, engine_collection, identity, large, left_requests_end, timed
-
-# A connection pymongo abandons at a deadline leaves its socket to the garbage collector, which warns
-# about it later, in whichever test runs then. The sockets are pymongo's.
-pytestmark = [
-    pytest.mark.filterwarnings("ignore::ResourceWarning"),
-    pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning"),
-]
 
 TIMEOUT = 0.5
 """operation_timeout of the storage under test."""
@@ -84,21 +72,6 @@ stalled server works through its queue); the engine's seeded waits are loop turn
 
 def bound(timeout: float = TIMEOUT) -> float:
     return timeout + DEADLINE_SLACK + NOISE
-
-
-@pytest.fixture(autouse=True)
-def _collect_abandoned_sockets() -> Iterator[None]:
-    yield
-    gc.collect()  # while this module's filters still apply
-
-
-@pytest.fixture
-async def drivers(make_wire_server: WireServerFactory) -> AsyncIterator[Drivers]:
-    """Clients and storages of the test, closed before its fronts stop (it depends on their factory)."""
-    del make_wire_server
-    made = Drivers()
-    yield made
-    await made.close_all()
 
 
 # -- operations, and what each may raise when the server does not answer -----------------------
@@ -567,72 +540,20 @@ async def test_a_failover_with_a_save_in_flight_is_retried_on_the_new_primary_or
 # -- an Agent Framework workflow against a front that stops answering partway through ------------
 
 
-class _Step(Executor):
-    """Passes a counter on; three in a row make three supersteps (three checkpoint saves)."""
-
-    def __init__(self, name: str, last: bool) -> None:
-        super().__init__(id=name)
-        self._last = last
-
-    @handler
-    async def step(self, count: int, ctx: WorkflowContext[int, int]) -> None:
-        if self._last:
-            await ctx.yield_output(count + 1)
-        else:
-            await ctx.send_message(count + 1)
-
-
-class _StopsAnsweringAfterFirstSave(CheckpointStorage):
-    """Delegates to the storage, timing every call; once the first save is stored, the front stops
-    answering (``hello`` still answered, as a server stalled mid-run is seen by its monitor)."""
+class _StopsAnsweringAfterFirstSave(TimedStorage):
+    """Times every call; once the first save is stored, the front stops answering (``hello`` still
+    answered, as a server stalled mid-run is seen by its monitor)."""
 
     def __init__(self, inner: MongoDBCheckpointStorage, front: WireProtocolServer) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self._front = front
-        self.calls: list[tuple[str, float, BaseException | None]] = []
         self.stored: list[WorkflowCheckpoint] = []
 
-    async def _timed(self, name: str, call: Awaitable[Any]) -> Any:
-        started = time.monotonic()
-        try:
-            result = await call
-        except BaseException as error:
-            self.calls.append((name, time.monotonic() - started, error))
-            raise
-        self.calls.append((name, time.monotonic() - started, None))
-        return result
-
     async def save(self, checkpoint: WorkflowCheckpoint) -> CheckpointID:
-        result: CheckpointID = await self._timed("save", self._inner.save(checkpoint))
+        result = await super().save(checkpoint)
         if not self.stored:
             self._front.stop_answering(handshake=False)
         self.stored.append(checkpoint)
-        return result
-
-    async def load(self, checkpoint_id: CheckpointID) -> WorkflowCheckpoint:
-        result: WorkflowCheckpoint = await self._timed("load", self._inner.load(checkpoint_id))
-        return result
-
-    async def list_checkpoints(self, *, workflow_name: str) -> list[WorkflowCheckpoint]:
-        result: list[WorkflowCheckpoint] = await self._timed(
-            "list_checkpoints", self._inner.list_checkpoints(workflow_name=workflow_name)
-        )
-        return result
-
-    async def delete(self, checkpoint_id: CheckpointID) -> bool:
-        result: bool = await self._timed("delete", self._inner.delete(checkpoint_id))
-        return result
-
-    async def get_latest(self, *, workflow_name: str) -> WorkflowCheckpoint | None:
-        result: WorkflowCheckpoint | None = await self._timed(
-            "get_latest", self._inner.get_latest(workflow_name=workflow_name)
-        )
-        return result
-
-    async def list_checkpoint_ids(self, *, workflow_name: str) -> list[CheckpointID]:
-        result: list[CheckpointID] = await self._timed(
-            "list_checkpoint_ids", self._inner.list_checkpoint_ids(workflow_name=workflow_name)
-        )
         return result
 
 
@@ -646,13 +567,7 @@ async def test_a_workflow_run_against_a_front_that_stops_answering_ends_by_its_d
     )
     await storage.ensure_indexes()
     timing = _StopsAnsweringAfterFirstSave(storage, front)
-    steps = [_Step("first", last=False), _Step("second", last=False), _Step("third", last=True)]
-    workflow = (
-        WorkflowBuilder(name=WORKFLOW, start_executor=steps[0], checkpoint_storage=timing)
-        .add_edge(steps[0], steps[1])
-        .add_edge(steps[1], steps[2])
-        .build()
-    )
+    workflow = three_step_workflow(timing, name=WORKFLOW)
 
     started = time.monotonic()
     failure: MongoDBStrictSaveFailure | None = None
@@ -663,10 +578,10 @@ async def test_a_workflow_run_against_a_front_that_stops_answering_ends_by_its_d
         failure = raised
     took = time.monotonic() - started
 
-    saves = [call for call in timing.calls if call[0] == "save"]
+    saves = [call for call in timing.calls if call.name == "save"]
     assert len(timing.stored) == 1, timing.calls  # the first save, then nothing answered
-    assert all(seconds < bound() for _, seconds, _ in timing.calls), timing.calls
-    failed = [error for _, _, error in saves if error is not None]
+    assert all(call.seconds < bound() for call in timing.calls), timing.calls
+    failed = [call.error for call in saves if call.error is not None]
     if strict:
         assert failure is not None, "a failed strict save did not end the run"
         assert isinstance(failure.error, MongoDBTimeoutError), failure.error
