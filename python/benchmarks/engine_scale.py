@@ -10,6 +10,12 @@ then holds n checkpoints plus those saves, and the collection nothing else).
 
 Targets (issue 10): a save into 50,000 checkpoints costs at most 1.5x a save into 500, and
 ``clear_run`` costs the same per checkpoint at 5,000 and 50,000 (linear in the run's size).
+
+A page of runs (issue 29): ``list_runs(limit=100)`` over 100 runs of n checkpoints each (up to
+10,000), seeded the same way. It prints the engine's time beside what a server reads for the page,
+from the pipeline's bounds: every counted checkpoint's index key (each count stops at
+``RUN_COUNT_LIMIT + 1``), and documents only before MongoDB 7.0 (``queries.RUN_COUNT_MATCH``; the
+integration suite pins both with ``explain`` on a real server).
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from agent_framework import WorkflowCheckpoint
 from bson.int64 import Int64
 
 from agent_framework_mongodb import MongoDBCheckpointStorage, MongoDBCheckpointStorageOptions
+from agent_framework_mongodb.checkpoints.results import RUN_COUNT_LIMIT
 from agent_framework_mongodb.checkpoints.scope import CHECKPOINT_KIND, COUNTER_KIND, RunScope
 from agent_framework_mongodb.testing import InMemoryCollection, InMemoryMongoClient
 from benchmarks._report import markdown_table
@@ -33,6 +40,8 @@ __all__ = ["ScaleSettings", "engine_scale_section"]
 
 WORKFLOW = "engine-scale"
 RUNS = 1000
+PAGE_RUNS = 100
+"""Runs in a run page's collection, all listed on one page."""
 SAVE_TARGET = 1.5
 CLEAR_TARGET = 1.5
 """Largest growth of the per-checkpoint ``clear_run`` cost from the smallest to the largest run."""
@@ -45,6 +54,8 @@ class ScaleSettings:
     """Among ``save_sizes``: each such one-run collection is cleared after its timed saves."""
     saves: int
     """Timed saves per cell (their median is the cell's cost)."""
+    page_run_sizes: tuple[int, ...] = ()
+    """Checkpoints in each of ``PAGE_RUNS`` runs, one cell each, for the run page's table."""
 
 
 def _options(session_id: str) -> MongoDBCheckpointStorageOptions:
@@ -141,6 +152,50 @@ async def _cell(total: int, runs: int, saves: int, *, clear: bool) -> tuple[floa
     return save, (await _timed_clear(coll) if clear else None)
 
 
+async def _timed_run_page(per_run: int) -> tuple[float, int]:
+    """Seconds of one ``list_runs`` page over ``PAGE_RUNS`` runs of ``per_run`` checkpoints, and the
+    checkpoints it counted."""
+    coll = InMemoryMongoClient()["bench"]["checkpoints"]
+    await _seed(coll, per_run * PAGE_RUNS, PAGE_RUNS)
+    storage = MongoDBCheckpointStorage(coll, options=_options("run-0000"))
+    gc.collect()
+    started = time.perf_counter()
+    page = await storage.list_runs(limit=PAGE_RUNS)
+    elapsed = time.perf_counter() - started
+    assert len(page.runs) == PAGE_RUNS
+    assert {run.checkpoint_count for run in page.runs} == {min(per_run, RUN_COUNT_LIMIT)}
+    return elapsed, sum(run.checkpoint_count for run in page.runs)
+
+
+async def _run_page_table(sizes: tuple[int, ...]) -> str:
+    rows: list[list[str]] = []
+    for per_run in sizes:
+        print(f"engine scale: a page of {PAGE_RUNS} runs of {per_run:,} ...", file=sys.stderr, flush=True)
+        seconds, counted = await _timed_run_page(per_run)
+        keys = PAGE_RUNS * min(per_run + 1, RUN_COUNT_LIMIT + 1)
+        rows.append(
+            [
+                f"{PAGE_RUNS} x {per_run:,}",
+                f"{counted:,}",
+                f"{seconds:.2f}",
+                f"{keys:,}",
+                "0",
+                f"{counted:,}",
+                f"{counted:,}",
+            ]
+        )
+    header = [
+        "runs x checkpoints",
+        "counted",
+        "engine s",
+        "server: index keys read",
+        "documents read, 7.0+",
+        "documents read, 5.0/6.0",
+        "documents read, before issue 29",
+    ]
+    return markdown_table(header, rows, right=1)
+
+
 def _verdict(ratio: float, bound: float) -> str:
     return "PASS" if ratio <= bound else "MISS"
 
@@ -198,6 +253,7 @@ async def engine_scale_section(settings: ScaleSettings) -> str:
             _verdict(clear_growth, CLEAR_TARGET),
         ]
     )
+    run_pages = await _run_page_table(settings.page_run_sizes) if settings.page_run_sizes else ""
     return f"""## Engine scale (in-process engine)
 
 `MongoDBCheckpointStorage` over `InMemoryMongoClient` with the storage's indexes
@@ -212,4 +268,16 @@ stored checkpoint through the engine's `insert_many`, so the clones are indexed 
 {markdown_table(["checkpoints cleared", "clear_run s", "us per checkpoint"], clear_rows, right=1)}
 
 {markdown_table(["target", "ratio", "verdict"], verdicts, right=1)}
+
+### A page of runs
+
+`list_runs(limit={PAGE_RUNS})` over {PAGE_RUNS} runs, each seeded as above with its counter and n
+checkpoints: one `aggregate` that counts each run's checkpoints, up to {RUN_COUNT_LIMIT:,} (issue 29).
+The engine matches every counted document in Python, so its time grows with them; a server reads
+the index keys shown (each run's keys, and one past its last) and, from MongoDB 7.0, no document
+(the count names only `checkpoint_scope_sequence`'s first key and partial filter). On 5.0 and 6.0
+it checks each counted document's kind; before issue 29 the count also named the tenant and the
+application, which are not keys, so every version read every counted document.
+
+{run_pages}
 """

@@ -28,7 +28,8 @@ Contenders are interleaved per repetition, ``gc.collect()`` runs before every ti
 stays enabled. It also counts round trips per operation (over the engine), measures the save
 throughput of 50 concurrent runs sharing one instant collection, and the engine's scale
 (``benchmarks.engine_scale``: a save into 500, 5,000 and 50,000 stored checkpoints, in one run and
-over 1,000 runs, and ``clear_run`` of 5,000 and 50,000; ``--quick`` uses 200 and 2,000 for both).
+over 1,000 runs, and ``clear_run`` of 5,000 and 50,000; ``--quick`` uses 200 and 2,000 for both),
+and a page of 100 runs of 100, 1,000 and 10,000 checkpoints each (``--quick``: 10 and 100).
 It ends with the long-run section of ``benchmarks.long_runs`` (issue 13; its own docstring).
 
 Targets (issue 8): mongo-client and mongo-signed ``save`` <= 0.9x and ``load`` <= 0.5x
@@ -81,8 +82,15 @@ SIGNING_KEY = bytes(range(32))
 """A fixed benchmark key: what is measured is the HMAC's cost, not its secrecy."""
 OPERATIONS = ("save", "load", "get_latest", "page")
 BASELINE = "file"
-FULL_SCALE = ScaleSettings(save_sizes=(500, 5_000, 50_000), clear_sizes=(5_000, 50_000), saves=50)
-QUICK_SCALE = ScaleSettings(save_sizes=(200, 2_000), clear_sizes=(200, 2_000), saves=20)
+FULL_SCALE = ScaleSettings(
+    save_sizes=(500, 5_000, 50_000),
+    clear_sizes=(5_000, 50_000),
+    saves=50,
+    page_run_sizes=(100, 1_000, 10_000),
+)
+QUICK_SCALE = ScaleSettings(
+    save_sizes=(200, 2_000), clear_sizes=(200, 2_000), saves=20, page_run_sizes=(10, 100)
+)
 
 Operation = Callable[[], Awaitable[object]]
 

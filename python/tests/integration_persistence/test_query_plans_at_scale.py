@@ -9,6 +9,7 @@ size of the collection. Needs a real server (``MONGODB_URI``); skipped on the in
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -16,14 +17,16 @@ import pytest
 from bson.int64 import Int64
 
 from agent_framework_mongodb import MongoDBCheckpointStorage
-from agent_framework_mongodb.checkpoints.indexes import RUN_ACTIVITY_INDEX, SEQUENCE_INDEX
+from agent_framework_mongodb.checkpoints.indexes import RUN_ACTIVITY_INDEX, SEQUENCE_INDEX, SIMPLE_COLLATION
 from agent_framework_mongodb.checkpoints.paging import RunPosition
 from agent_framework_mongodb.checkpoints.queries import (
     ASCENDING_SEQUENCE,
     CHECKPOINT_SUMMARY_PROJECTION,
+    COUNTED_FIELD,
     DESCENDING_SEQUENCE,
     ID_PROJECTION,
     PAYLOAD_PROJECTION,
+    RETAINED_FIELD,
     RUN_ACTIVITY_SORT,
     RUN_SUMMARY_PROJECTION,
     SEQUENCE_PROJECTION,
@@ -31,7 +34,9 @@ from agent_framework_mongodb.checkpoints.queries import (
     page_filter,
     run_filter,
     run_listing_filter,
+    run_page_pipeline,
 )
+from agent_framework_mongodb.checkpoints.results import RUN_COUNT_LIMIT
 from agent_framework_mongodb.checkpoints.scope import CHECKPOINT_KIND, COUNTER_KIND, RunListing, RunScope
 
 from ._support import (
@@ -190,3 +195,57 @@ async def test_run_pages_walk_the_activity_index_and_read_only_what_they_return(
             assert returned == PAGE
             assert docs == returned, "the partial index holds counters only: no checkpoint is examined"
             assert keys <= returned + 2, f"{keys} keys examined for a page of {returned}"
+
+
+COUNTED_RUNS = 10
+
+
+async def test_run_page_counts_read_index_keys_and_from_7_0_no_document(server: MongoTarget) -> None:
+    """``list_runs``' counts (issue 29): each ``$lookup`` walks ``checkpoint_scope_sequence`` over its
+    run's keys only, and from MongoDB 7.0 reads no document (the kind is the index's partial filter)."""
+    storage = await _crowd(server)
+    for run in range(COUNTED_RUNS):  # a counter for ten crowded runs: each now retains PER_RUN + 1
+        await storage.for_session(f"crowd-{run}").save(checkpoint(f"crowd-{run}-saved"))
+    name = server.collection_name
+    pipeline = run_page_pipeline(
+        RunListing.of(_scope(storage), None),
+        None,
+        limit=COUNTED_RUNS,
+        collection_name=name,
+        count_limit=RUN_COUNT_LIMIT,
+    )
+    command = {"aggregate": name, "pipeline": pipeline, "cursor": {}, "collation": dict(SIMPLE_COLLATION)}
+    explain = await server.explain(command)
+    lookup = _lookup_stage(explain)
+    assert lookup is not None, f"no $lookup stage in the explain: {sorted(explain)}"
+    assert int(lookup.get("collectionScans", 0)) == 0, lookup
+    assert list(lookup.get("indexesUsed", [])) == [SEQUENCE_INDEX.name], lookup
+    keys, docs = int(lookup["totalKeysExamined"]), int(lookup["totalDocsExamined"])
+    retained = COUNTED_RUNS * (PER_RUN + 1)
+    assert retained <= keys <= retained + COUNTED_RUNS, f"{keys} keys for {retained} counted checkpoints"
+    if _server_version(explain) >= (7, 0):
+        assert docs == 0, f"{docs} documents read by counts the index alone answers"
+    else:
+        assert docs <= keys
+
+    cursor = await server.collection.aggregate(pipeline, collation=dict(SIMPLE_COLLATION))
+    counts = {document["session_id"]: document[RETAINED_FIELD] for document in await cursor.to_list(None)}
+    assert counts == {f"crowd-{run}": [{COUNTED_FIELD: PER_RUN + 1}] for run in range(COUNTED_RUNS)}
+
+
+def _lookup_stage(explain: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The ``$lookup`` entry of an aggregate's explain, with its execution statistics beside it
+    (MongoDB 5.0+: https://www.mongodb.com/docs/manual/reference/explain-results/, ``$lookup``)."""
+    stages = explain.get("stages")
+    if not isinstance(stages, list):
+        return None
+    for stage in stages:
+        if isinstance(stage, Mapping) and "$lookup" in stage:
+            return stage
+    return None
+
+
+def _server_version(explain: Mapping[str, Any]) -> tuple[int, int]:
+    """The server's version, as its explain reports it (``serverInfo``); (0, 0) when it does not."""
+    found = re.match(r"(\d+)\.(\d+)", str(explain.get("serverInfo", {}).get("version", "")))
+    return (int(found[1]), int(found[2])) if found else (0, 0)

@@ -285,6 +285,26 @@ async def test_every_captured_query_is_served_by_an_index(
     assert unserved == [], "queries no index serves:\n" + "\n".join(unserved)
 
 
+async def test_a_run_page_counts_from_its_index_alone(
+    captured: tuple[list[Shape], list[Index], RecordingCollection],
+) -> None:
+    # Issue 29: a count that names a field outside its index's keys and partial filter reads every
+    # counted document (the tenant and application once did: a million fetches for a page of 100
+    # runs of 10,000). Every field a run page's $lookup names is a key of the index that serves it,
+    # or a condition of that index's partial filter (which MongoDB 7.0+ drops from the plan).
+    shapes, indexes, _ = captured
+    counts = [shape for shape in shapes if shape.method == "aggregate_lookup"]
+    assert counts, "no run page's count captured"
+    by_name = {index.name: index for index in indexes}
+    for shape in counts:
+        served = serving_index(shape, indexes)
+        assert served is not None, shape.describe()
+        index = by_name[served]
+        known = {key for key, _ in index.keys} | set(index.partial_filter)
+        outside = sorted(set(shape.filter) - known)
+        assert outside == [], f"{shape.describe()} names {outside}, not in {served}: each is a fetch"
+
+
 async def test_checked_against_the_indexes_ensure_indexes_creates(
     captured: tuple[list[Shape], list[Index], RecordingCollection],
 ) -> None:
