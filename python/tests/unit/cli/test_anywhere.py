@@ -337,13 +337,21 @@ def test_sign_run_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     )
     result = invoke("--engine-file", str(engine), "sign-run", *RUN, "--json", SESSION)
     assert result.exit_code == 0, result.output
-    assert json.loads(result.stdout) == {
+    reported = json.loads(result.stdout)
+    candidates = reported.pop("candidates")
+    assert reported == {
         "signed": ids,
         "already_signed": [],
         "refused": [],
         "other_lifetime": [],
         "written": False,
+        "adopted_latest": None,
     }
+    # Each candidate as the operator reviews it, read without decoding its payload.
+    assert [candidate["checkpoint_id"] for candidate in candidates] == ids
+    assert [candidate["sequence"] for candidate in candidates] == list(range(1, len(ids) + 1))
+    assert all(candidate["lifetime"] is None and candidate["verdict"] == "signed" for candidate in candidates)
+    assert all(len(candidate["payload_sha256"]) == 64 and candidate["created_at"] for candidate in candidates)
 
 
 def test_module_and_console_script_run_the_same_command_line(tmp_path: Path) -> None:

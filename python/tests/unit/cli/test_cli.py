@@ -290,6 +290,13 @@ def test_without_the_extra_the_command_says_how_to_install_it() -> None:
 # -- sign-run: moving a run onto signing ----------------------------------------------------------
 
 
+def _now() -> str:
+    """A --written-before that vouches for everything written so far."""
+    from datetime import datetime, timezone
+
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f%z")
+
+
 def test_sign_run_signs_an_unsigned_run_after_a_dry_run(
     engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -315,15 +322,15 @@ def test_sign_run_signs_an_unsigned_run_after_a_dry_run(
     with pytest.raises(MongoDBIntegrityError):  # a dry run writes nothing
         asyncio.run(signed.load(ids[0]))
 
-    done = engine.invoke("sign-run", *scope, "--yes", SESSION)
+    done = engine.invoke("sign-run", *scope, "--yes", "--written-before", _now(), SESSION)
     assert done.exit_code == 0, done.output
     assert "3 checkpoint(s) signed" in done.stdout
     assert [c.checkpoint_id for c in asyncio.run(signed.list_checkpoints(workflow_name=WORKFLOW))] == ids
-    again = engine.invoke("sign-run", *scope, "--yes", SESSION)
+    again = engine.invoke("sign-run", *scope, "--yes", "--written-before", _now(), SESSION)
     assert "0 checkpoint(s) signed, 3 already signed" in again.stdout
     # A signed checkpoint edited afterwards is refused, never re-signed (exit status 1).
     asyncio.run(engine.collection.update_one({"checkpoint_id": ids[0]}, {"$set": {"sequence": 10**9}}))
-    tampered = engine.invoke("sign-run", *scope, "--yes", SESSION)
+    tampered = engine.invoke("sign-run", *scope, "--yes", "--written-before", _now(), SESSION)
     assert tampered.exit_code == 1, tampered.output
     assert f"refused {ids[0]}" in tampered.stdout
     with pytest.raises(MongoDBIntegrityError):
@@ -349,11 +356,13 @@ def test_sign_run_takes_back_a_run_whose_counter_was_deleted(
         asyncio.run(signed.load(ids[0]))
 
     scope = ("--tenant", TENANT, "--application", APPLICATION, "--workflow", WORKFLOW)
-    listed = engine.invoke("sign-run", *scope, "--yes", SESSION)  # without --adopt: only listed
+    listed = engine.invoke(
+        "sign-run", *scope, "--yes", "--written-before", _now(), SESSION
+    )  # without --adopt: only listed
     assert listed.exit_code == 0, listed.output
     assert f"other lifetime {ids[0]}" in listed.stdout
     assert "0 checkpoint(s) signed" in listed.stdout
-    done = engine.invoke("sign-run", *scope, "--adopt", "--yes", SESSION)
+    done = engine.invoke("sign-run", *scope, "--adopt", "--yes", "--written-before", _now(), SESSION)
     assert done.exit_code == 0, done.output
     assert (asyncio.run(signed.load(ids[1]))).checkpoint_id == ids[1]
     saved = asyncio.run(signed.save(make_checkpoint("after")))  # the new counter numbers on

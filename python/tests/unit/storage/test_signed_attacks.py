@@ -54,6 +54,11 @@ from ._support import (
 KEY = secrets.token_bytes(32)
 
 
+def _now() -> datetime:
+    """A sign-run cut-off that vouches for everything written so far."""
+    return datetime.now(timezone.utc)
+
+
 def _signed(collection: Any, **overrides: Any) -> MongoDBCheckpointStorage:
     return make_storage(collection, signing_keys=[KEY], **overrides)
 
@@ -128,7 +133,7 @@ async def test_sign_run_does_not_re_sign_a_tampered_signed_checkpoint(
         await storage.load("approval")
 
     # The operator runs sign-run (the "no counter" message even recommends it).
-    result = await sign_run(collection, make_options(signing_keys=[KEY]), write=True)
+    result = await sign_run(collection, make_options(signing_keys=[KEY]), write=True, written_before=_now())
 
     assert "approval" not in result.signed
     with pytest.raises(MongoDBIntegrityError):
@@ -144,7 +149,7 @@ async def test_sign_run_refuses_a_payload_that_does_not_load(collection: InMemor
     await collection.update_one({"_id": good["_id"]}, {"$set": hostile_fields})
 
     with pytest.raises(MongoDBMappingError):
-        await sign_run(collection, make_options(signing_keys=[KEY]), write=True)
+        await sign_run(collection, make_options(signing_keys=[KEY]), write=True, written_before=_now())
     with pytest.raises(MongoDBIntegrityError) as raised:  # still unsigned
         await _signed(collection).load("cp-1")
     assert type(raised.value) is MongoDBIntegrityError
@@ -173,7 +178,7 @@ async def test_sign_run_signs_only_a_payload_it_proved(
             await collection.update_one({"_id": good["_id"]}, {"$set": swapped})
 
     monkeypatch.setattr(reading_module.CheckpointDecoder, "decode", racing_decode)
-    result = await sign_run(collection, make_options(signing_keys=[KEY]), write=True)
+    result = await sign_run(collection, make_options(signing_keys=[KEY]), write=True, written_before=_now())
     monkeypatch.undo()
     # Swapped with its checksum, the document no longer matches what was proved: not signed.
     assert (result.signed, result.refused) == ((("cp-1",), ()) if keep_checksum else ((), ("cp-1",)))
@@ -197,7 +202,7 @@ async def test_sign_run_reports_an_unsignable_envelope_as_a_package_error(
 ) -> None:
     await make_storage(collection).save(make_checkpoint("cp-1"))
     await collection.update_one({"checkpoint_id": "cp-1"}, {"$set": {"payload_bytes": 1.5}})
-    result = await sign_run(collection, make_options(signing_keys=[KEY]), write=True)
+    result = await sign_run(collection, make_options(signing_keys=[KEY]), write=True, written_before=_now())
     assert result.refused == ("cp-1",)
     assert result.signed == ()
     with pytest.raises(MongoDBIntegrityError):
@@ -452,14 +457,19 @@ async def test_sign_run_after_a_counter_loss_does_not_resurrect_deleted_checkpoi
     with pytest.raises(MongoDBIntegrityError, match="sign-run"):
         await storage.load("revoked")
 
-    result = await sign_run(collection, make_options(signing_keys=[KEY]), write=True)
+    result = await sign_run(collection, make_options(signing_keys=[KEY]), write=True, written_before=_now())
 
     # Without adopt, nothing of the old lifetime is signed; the operator sees the candidates ...
     assert result.signed == ()
     assert set(result.other_lifetime) == {"approval", "revoked"}
     # ... and adopts the run, keeping out the checkpoint it knows was deleted (the ledger is gone).
     result = await sign_run(
-        collection, make_options(signing_keys=[KEY]), write=True, adopt=True, exclude=["approval"]
+        collection,
+        make_options(signing_keys=[KEY]),
+        write=True,
+        adopt=True,
+        exclude=["approval"],
+        written_before=_now(),
     )
     assert result.signed == ("revoked",)
     assert (await storage.load("revoked")).state == {"approved": False}
