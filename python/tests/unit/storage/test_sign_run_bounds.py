@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from agent_framework_mongodb import MongoDBConfigurationError, MongoDBIntegrityError
-from agent_framework_mongodb.checkpoints import transition as transition_module
+from agent_framework_mongodb.checkpoints.reading import CheckpointDecoder
 from agent_framework_mongodb.checkpoints.signatures import SIGNATURE_FIELD
 from agent_framework_mongodb.checkpoints.transition import sign_run
 from agent_framework_mongodb.testing import InMemoryCollection
@@ -112,7 +112,7 @@ async def test_a_dry_run_decodes_nothing(
     async def refuse(*_args: object, **_kwargs: object) -> object:
         raise AssertionError("a dry run decoded a payload")
 
-    monkeypatch.setattr(transition_module.CheckpointDecoder, "decode", refuse)
+    monkeypatch.setattr(CheckpointDecoder, "decode", refuse)
     result = await sign_run(collection, _signing(), write=False)
     assert result.signed == ("cp",)
     (candidate,) = result.candidates
