@@ -11,6 +11,7 @@ root reaches; then the codec's validation and rebuild. ``MongoDBCheckpointStorag
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime
 
 from agent_framework import WorkflowCheckpoint
 
@@ -21,10 +22,10 @@ from ..errors import (
     MongoDBMappingError,
     translated_driver_errors,
 )
-from .chunk_store import fetch_chunks
+from .chunk_store import CLOCK_MARGIN, fetch_chunks
 from .codec import CheckpointCodec
 from .codec.chunks import ChunkReader, MissingChunkError, references
-from .documents import SignaturePolicy, StoredPayload, stored_payload, verified_epoch
+from .documents import SignaturePolicy, StoredPayload, as_utc, stored_payload, utc_now, verified_epoch
 from .driver import CheckpointCollection, Document
 from .indexes import SIMPLE_COLLATION
 from .ledger import LedgerCheck
@@ -84,7 +85,18 @@ class CheckpointDecoder:
             if check is not None:
                 check.require_current(epoch)
                 self._require_live(check, document.get("sequence"))
-        return documents
+        return [document for document in documents if not self._expired(document)]
+
+    def _expired(self, document: Document) -> bool:
+        """With keys, a verified document whose signed ``expires_at`` passed more than
+        ``CLOCK_MARGIN`` ago by this machine's clock: expired, whatever the server returned (a
+        server or copy that ignores ``UNEXPIRED``, a checkpoint put back). Within the margin the
+        server's clock decides, as its filter did. Without keys ``expires_at`` is a writer's word,
+        and the server's filter is all there is."""
+        moment = document.get("expires_at")
+        if not self.signed or not isinstance(moment, datetime):
+            return False
+        return as_utc(moment) + CLOCK_MARGIN <= utc_now()
 
     async def decode(
         self,
@@ -114,6 +126,10 @@ class CheckpointDecoder:
                 if checkpoint_id is not None and not check.is_live(item.sequence):
                     raise MongoDBCheckpointNotFoundError("This run has no checkpoint with that id.")
                 self._require_live(check, item.sequence)
+            if self._expired(document):
+                if checkpoint_id is not None:
+                    raise MongoDBCheckpointNotFoundError("This run has no checkpoint with that id.")
+                continue
             stored.append(item)
         roots = {
             index: self._codec.open_chunked(item.payload, checksum=item.checksum)

@@ -14,11 +14,16 @@ from typing import Any
 
 import pytest
 
-from agent_framework_mongodb import MongoDBConfigurationError, MongoDBIntegrityError
+from agent_framework_mongodb import (
+    MongoDBCheckpointNotFoundError,
+    MongoDBConfigurationError,
+    MongoDBIntegrityError,
+)
+from agent_framework_mongodb.checkpoints import storage as storage_module
 from agent_framework_mongodb.checkpoints.reading import CheckpointDecoder
 from agent_framework_mongodb.checkpoints.signatures import SIGNATURE_FIELD
 from agent_framework_mongodb.checkpoints.transition import sign_run
-from agent_framework_mongodb.testing import InMemoryCollection
+from agent_framework_mongodb.testing import InMemoryCollection, InMemoryMongoClient
 
 from ._support import COUNTER_KIND, make_checkpoint, make_options, make_storage, raw_counter, scope_of
 
@@ -157,3 +162,29 @@ async def test_adopting_names_each_lifetime_and_an_old_latest(collection: InMemo
     done = await sign_run(collection, _signing(), write=True, adopt=True, written_before=_now())
     assert done.adopted_latest == "old-2"
     assert done.signed == ("old-1", "old-2")
+
+
+async def test_a_signed_read_refuses_what_expired_whatever_the_server_returned(
+    client: InMemoryMongoClient, collection: InMemoryCollection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # ADR 0020: expiry is the server's filter, and the decoder checks it again. A server whose clock
+    # is hours behind (as one that ignores UNEXPIRED, or an operator's copy) returns a checkpoint
+    # whose signed expires_at passed an hour ago by this machine's clock: it is not loaded.
+    signed = make_storage(collection, signing_keys=[KEY], ttl=timedelta(hours=1))
+    await signed.save(make_checkpoint("fresh"))
+    hours_ago = _now() - timedelta(hours=2)
+    monkeypatch.setattr(storage_module, "utc_now", lambda: hours_ago)
+    client.clock = lambda: hours_ago
+    await signed.save(make_checkpoint("expired"))
+    monkeypatch.undo()
+    stored = await collection.find_one({"checkpoint_id": "expired"})
+    assert stored is not None
+    assert stored["expires_at"].replace(tzinfo=timezone.utc) < _now() - timedelta(minutes=30)
+
+    with pytest.raises(MongoDBCheckpointNotFoundError):
+        await signed.load("expired")
+    workflow = make_options().workflow_name
+    assert await signed.list_checkpoint_ids(workflow_name=workflow) == ["fresh"]
+    assert [c.checkpoint_id for c in await signed.list_checkpoints(workflow_name=workflow)] == ["fresh"]
+    # Within CLOCK_MARGIN the server's clock decides: the fresh one loads.
+    assert (await signed.load("fresh")).checkpoint_id == "fresh"
