@@ -29,10 +29,10 @@ collection writer left there, so signing them is bounded by a statement the oper
 * ``written_before``, required to write: only documents whose ``created_at`` is before it are signed
   (each later one, or one without a date, is refused), and it may not be later than the signing
   machine's clock;
-* a run that already holds signed checkpoints is refused whole unless ``beside_signed``: in a signed
-  run an unsigned document is what a writer without the key leaves (one field deleted from a signed
-  checkpoint makes it unsigned); with ``beside_signed`` only documents whose sequence is below the
-  run's first signed one are signed;
+* in a run that already holds signed checkpoints every unsigned document is refused unless
+  ``beside_signed``: there, an unsigned document is what a writer without the key leaves (one field
+  deleted from a signed checkpoint makes it unsigned); with ``beside_signed`` only documents whose
+  sequence is below the run's first signed one are signed;
 * a dry run decodes nothing: it lists every document with its sequence, dates, lifetime and the
   SHA-256 of its stored payload bytes (hashing parses nothing). Only documents about to be signed
   are decoded, to prove they load.
@@ -158,12 +158,12 @@ async def sign_run(
         written_before: What the operator vouches for: documents created before this moment.
             Required to write; a dry run without it refuses nothing for its date.
         beside_signed: Sign, in a run that already holds signed checkpoints, the unsigned ones
-            older (by sequence) than its first signed one; without it such a run is refused.
+            older (by sequence) than its first signed one; without it, no unsigned one of such a
+            run is signed (each is refused, with why).
 
     Raises:
         MongoDBConfigurationError: ``options`` has no signing keys; ``write`` without
-            ``written_before``, or with one later than now; the run holds signed checkpoints and
-            unsigned ones to sign, without ``beside_signed``. Raised before any write.
+            ``written_before``, or with one later than now. Raised before any read.
         MongoDBMappingError: A checkpoint to be signed does not load through the restricted
             loader; nothing after it is signed (those before it are).
     """
@@ -256,32 +256,28 @@ def _review(
 def _bounded(
     reviewed: list[_Reviewed], *, written_before: datetime | None, beside_signed: bool
 ) -> list[_Reviewed]:
-    """Refuse what the operator's statement does not cover; raise for a signed run without
-    ``beside_signed`` when something unsigned would be signed."""
+    """Refuse each unsigned candidate the operator's statement does not cover."""
     signed_sequences = [
         candidate.sequence
         for _, candidate in reviewed
         if candidate.lifetime is not None and candidate.sequence is not None
     ]
-    unsigned = [
-        candidate for _, candidate in reviewed if candidate.verdict == "signed" and candidate.lifetime is None
-    ]
     holds_signed = any(candidate.verdict != "signed" or candidate.lifetime for _, candidate in reviewed)
-    if unsigned and holds_signed and not beside_signed:
-        raise MongoDBConfigurationError(
-            f"The run already holds signed checkpoints and {len(unsigned)} unsigned one(s) "
-            f"({', '.join(candidate.checkpoint_id for candidate in unsigned[:5])}): in a signed run an "
-            "unsigned document is what a writer without the key leaves, so sign-run refuses it. Delete "
-            "them, or pass beside_signed (the CLI's --beside-signed) to sign only those older than the "
-            "run's first signed checkpoint, after checking each in the dry run."
-        )
     first_signed = min(signed_sequences, default=None)
     bounded: list[_Reviewed] = []
     for document, candidate in reviewed:
         reason = _outside(candidate, written_before, first_signed)
+        if holds_signed and not beside_signed and candidate.lifetime is None:
+            reason = _IN_A_SIGNED_RUN
         outside = candidate.verdict == "signed" and reason is not None
         bounded.append((document, _refused(candidate, str(reason)) if outside else candidate))
     return bounded
+
+
+_IN_A_SIGNED_RUN: Final = (
+    "the run already holds signed checkpoints, where an unsigned one is what a writer without the key "
+    "leaves; --beside-signed signs those older than the first signed checkpoint"
+)
 
 
 def _outside(
