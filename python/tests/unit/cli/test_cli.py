@@ -369,6 +369,33 @@ def test_sign_run_takes_back_a_run_whose_counter_was_deleted(
     assert saved == "after"
 
 
+def test_sign_run_yes_needs_a_cut_off_and_lists_each_checkpoint_for_review(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import base64
+    import secrets
+
+    ids = save_run(engine, 2)
+    monkeypatch.setenv(
+        "AGENT_FRAMEWORK_MONGODB_SIGNING_KEYS", base64.b64encode(secrets.token_bytes(32)).decode()
+    )
+    scope = ("--tenant", TENANT, "--application", APPLICATION, "--workflow", WORKFLOW)
+    refused = engine.invoke("sign-run", *scope, "--yes", SESSION)
+    assert refused.exit_code == 1, refused.output
+    assert "--written-before" in refused.stderr
+    future = engine.invoke("sign-run", *scope, "--yes", "--written-before", "2999-01-01", SESSION)
+    assert future.exit_code == 1, future.output
+    assert "later than now" in future.stderr
+    dry = engine.invoke("sign-run", *scope, SESSION)
+    assert dry.exit_code == 0, dry.output
+    for sequence, checkpoint_id in enumerate(ids, start=1):
+        assert f"would sign {checkpoint_id}: sequence {sequence}, created " in dry.stdout
+    assert "lifetime none, sha256 " in dry.stdout
+    early = engine.invoke("sign-run", *scope, "--yes", "--written-before", "2000-01-01", SESSION)
+    assert early.exit_code == 1, early.output
+    assert "0 checkpoint(s) signed, 0 already signed, 2 refused" in early.stdout
+
+
 def test_sign_run_needs_keys(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("AGENT_FRAMEWORK_MONGODB_SIGNING_KEYS", raising=False)
     result = engine.invoke("sign-run", "--tenant", TENANT, "--workflow", WORKFLOW, SESSION)
