@@ -199,6 +199,14 @@ def test_allowed_types_rejected(keys: object) -> None:
         make(allowed_checkpoint_types=keys)
 
 
+def test_a_class_of_the_launched_script_is_refused_when_the_options_are_built() -> None:
+    # Issue 31: a '__main__' class saved fine and failed only when another process resumed.
+    script_class = type("ScriptState", (), {"__module__": "__main__"})
+    for entry in ("__main__:ScriptState", script_class):
+        with pytest.raises(MongoDBConfigurationError, match="Move the class into a module both import"):
+            make(allowed_checkpoint_types=[entry])
+
+
 def test_with_session_revalidates_and_keeps_everything_else() -> None:
     options = make(ttl=timedelta(hours=1), allowed_checkpoint_types=("a:B",), page_size=7)
     other = options.with_session("run-2")

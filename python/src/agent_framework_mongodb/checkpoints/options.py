@@ -302,6 +302,14 @@ def validate_type_keys(keys: object) -> tuple[str, ...]:
                 f'allowed_checkpoint_types entry {entry!r} is not a class or of the form "module:qualname", '
                 'for example "my_app.models:OrderState"; classes defined inside functions cannot be named.'
             )
+        if key.startswith("__main__:"):
+            raise MongoDBConfigurationError(
+                f"allowed_checkpoint_types entry {key!r} is a class of the script Python was started with: "
+                "'__main__' names another module in every other entry point (a worker started differently, "
+                "a test, the CLI), so a checkpoint holding it would save here and load nowhere else. Move "
+                "the class into a module both import, and list it from there (for example "
+                "'my_app.models:OrderState')."
+            )
         validated.append(key)
     return tuple(validated)
 
