@@ -328,3 +328,27 @@ async def test_a_database_that_ignores_pymongo_timeout_is_bounded_by_asyncio(
     assert 0.2 <= loop.time() - started < 3.0
     assert TIMED_OUT in str(raised.value)
     assert raised.value.__cause__ is None
+
+
+async def test_connect_validates_the_indexes_when_asked() -> None:
+    # Issue 31: a worker that asks refuses to start on a collection nobody ran ensure_indexes() on.
+    from agent_framework_mongodb import MongoDBConfigurationError, MongoDBIndexMissingError
+
+    client = InMemoryMongoClient()
+    unchecked = await MongoDBCheckpointStorage.connect(mongo_client=client, options=OPTIONS, wait_timeout=5)
+    assert unchecked.options == OPTIONS  # not asked: it connects as before
+    with pytest.raises(MongoDBIndexMissingError, match="ensure_indexes"):
+        await MongoDBCheckpointStorage.connect(
+            mongo_client=client, options=OPTIONS, wait_timeout=5, validate_indexes=True
+        )
+    with pytest.raises(MongoDBConfigurationError, match="validate_indexes"):
+        await MongoDBCheckpointStorage.connect(
+            mongo_client=client,
+            options=OPTIONS,
+            validate_indexes="yes",  # type: ignore[arg-type]
+        )
+    await unchecked.ensure_indexes()
+    checked = await MongoDBCheckpointStorage.connect(
+        mongo_client=client, options=OPTIONS, wait_timeout=5, validate_indexes=True
+    )
+    assert await checked.list_checkpoint_ids(workflow_name=OPTIONS.workflow_name) == []

@@ -153,16 +153,22 @@ def looked_at_unique_indexes(collection: CheckpointCollection) -> bool:
     return _seen(collection)
 
 
-async def report_missing_unique_indexes(collection: CheckpointCollection) -> None:
-    """Log at ERROR, once per collection and process, when the unique indexes a save relies on
-    are missing or differ: one ``listIndexes`` round trip, on a storage's first save.
+async def report_missing_unique_indexes(collection: CheckpointCollection, *, strict: bool = False) -> None:
+    """Log at ERROR (or, ``strict``, raise), once per collection and process, when the unique
+    indexes a save relies on are missing or differ: one ``listIndexes`` round trip, on a storage's
+    first save.
 
     Without them nothing refuses a second checkpoint of the same id or sequence, so an identical
-    retry is stored twice and racing writers can share a sequence; the saves themselves still
-    succeed. Refusing them instead would lose every checkpoint of such a deployment (Agent
-    Framework logs a failed save and carries on), so the storage says what is wrong and how to fix
-    it, and saves. A listing that fails is not reported (the save meets the same failure) and is
-    tried again on the next save. Provisioning or validating the indexes counts as having looked.
+    retry is stored twice and racing writers can share a sequence. Refusing every save instead
+    would lose every checkpoint of such a deployment (Agent Framework logs a failed save and carries
+    on), so by default the storage says what is wrong and how to fix it, and saves. A storage with
+    ``strict_saves`` asked for a run that stops rather than go on unprotected: its save raises,
+    and each later save looks again until the indexes are there. A listing that fails is not
+    reported (the save meets the same failure) and is tried again on the next save. Provisioning
+    or validating the indexes counts as having looked.
+
+    Raises:
+        MongoDBIndexMissingError: ``strict``, and a unique index is missing or differs.
     """
     if _seen(collection):
         return
@@ -170,8 +176,14 @@ async def report_missing_unique_indexes(collection: CheckpointCollection) -> Non
         listed = await _listed_indexes(collection)
     except MongoDBIntegrationError:
         return
-    _remember(collection)
     problems = [problem for spec in _UNIQUE_INDEXES if (problem := _unique_index_problem(spec, listed))]
+    if problems and strict:
+        raise MongoDBIndexMissingError(
+            "The checkpoint collection lacks the unique indexes that keep saves idempotent and ordered: "
+            f"{'; '.join(problems)}. Run ensure_indexes() (or `agent-framework-mongodb indexes ensure`) "
+            "at deploy time."
+        )
+    _remember(collection)
     if problems:
         _LOGGER.error(
             "checkpoint_storage save: the checkpoint collection lacks the unique indexes that keep saves "

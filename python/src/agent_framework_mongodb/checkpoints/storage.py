@@ -203,6 +203,7 @@ class MongoDBCheckpointStorage(CheckpointStorage):
         database_name: str = DEFAULT_DATABASE_NAME,
         collection_name: str = DEFAULT_COLLECTION_NAME,
         wait_timeout: float = DEFAULT_WAIT_TIMEOUT,
+        validate_indexes: bool = False,
     ) -> MongoDBCheckpointStorage:
         """Build a storage, then wait until the server answers a ping.
 
@@ -210,6 +211,9 @@ class MongoDBCheckpointStorage(CheckpointStorage):
         (with backoff) while the server is unreachable, so a worker started beside MongoDB
         waits for it instead of failing. Each ping's server selection is bounded by what
         remains of ``wait_timeout`` (``pymongo.timeout``), so the call returns close to it.
+        With ``validate_indexes``, it then checks the collection's indexes
+        (:meth:`validate_indexes`), so a worker refuses to start on a collection nobody ran
+        ``ensure_indexes()`` on.
 
         Raises:
             MongoDBTimeoutError: The server did not answer within ``wait_timeout``. The
@@ -218,10 +222,13 @@ class MongoDBCheckpointStorage(CheckpointStorage):
                 never the driver's text; ``__cause__`` is the last driver error.
             MongoDBIntegrationError: A failure a retry will not clear, such as refused
                 credentials (``authentication failed``); raised at once.
+            MongoDBIndexMissingError: With ``validate_indexes``, an index is missing (and
+                ``MongoDBIndexMismatchError`` when one differs), with the fix in the message.
 
-        A client the storage built is closed again if waiting fails.
+        A client the storage built is closed again if waiting or the check fails.
         """
         timeout = validate_wait_timeout(wait_timeout)
+        _require_bool("validate_indexes", validate_indexes)
         storage = cls(
             collection,
             options=options,
@@ -232,6 +239,8 @@ class MongoDBCheckpointStorage(CheckpointStorage):
         )
         try:
             await wait_for_server(storage._collection.database, timeout=timeout)
+            if validate_indexes:
+                await storage.validate_indexes()
         except BaseException:
             await storage.close()
             raise
@@ -682,7 +691,7 @@ class MongoDBCheckpointStorage(CheckpointStorage):
         allocating = self._sequences.allocate(activity=activity, expires_at=prepared.expires_at)
         beside: list[Awaitable[None]] = []
         if not looked_at_unique_indexes(self._collection):
-            beside.append(report_missing_unique_indexes(self._collection))
+            beside.append(report_missing_unique_indexes(self._collection, strict=self._options.strict_saves))
         writes = self._chunks.plan(prepared.chunks, prepared.expires_at) if prepared.chunks else None
         if writes is not None and (writes.upserts or writes.touches):
             beside.append(
@@ -936,3 +945,9 @@ def _require_options(options: object) -> None:
         raise MongoDBConfigurationError(
             f"options must be MongoDBCheckpointStorageOptions, not {type(options).__name__}."
         )
+
+
+def _require_bool(name: str, value: object) -> None:
+    # Only a bool: a truthy string such as "false" must not switch a check on.
+    if not isinstance(value, bool):
+        raise MongoDBConfigurationError(f"{name} must be True or False, not {value!r}.")

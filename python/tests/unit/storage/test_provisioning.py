@@ -208,6 +208,29 @@ async def test_a_first_save_into_an_unindexed_collection_says_so_once(
     assert await storage.load("cp-2") is not None, "the saves themselves went on"
 
 
+async def test_a_strict_save_into_an_unindexed_collection_fails_until_the_indexes_are_there(
+    collection: InMemoryCollection,
+) -> None:
+    # Issue 31: strict_saves asks for a run that stops rather than goes on unprotected; before, a
+    # strict save into a collection without its unique indexes only logged an error and succeeded.
+    from agent_framework_mongodb import MongoDBStrictSaveFailure
+
+    proxy = ProxyCollection(collection)
+    strict = make_storage(proxy, strict_saves=True)
+    for attempt in ("cp-1", "cp-2"):  # each strict save looks again while they are missing
+        with pytest.raises(MongoDBStrictSaveFailure) as raised:
+            await strict.save(make_checkpoint(attempt))
+        cause = raised.value.__cause__
+        assert isinstance(cause, MongoDBIndexMissingError), cause
+        assert "ensure_indexes()" in str(cause)
+        assert "checkpoint_scope_sequence (missing)" in str(cause)
+    assert len(proxy.named("list_indexes")) == 2
+    assert await strict.list_checkpoint_ids(workflow_name=make_checkpoint().workflow_name) == []
+
+    await strict.ensure_indexes()
+    assert await strict.save(make_checkpoint("cp-3")) == "cp-3"
+
+
 async def test_a_provisioned_collection_costs_a_save_nothing(
     collection: InMemoryCollection, caplog: pytest.LogCaptureFixture
 ) -> None:
