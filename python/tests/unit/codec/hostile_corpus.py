@@ -1169,6 +1169,12 @@ def _v2_attribute_names() -> list[Entry]:
         "model-fields-set-list": victim_model(__pydantic_fields_set__=["name"]),
         "model-fields-set-ints": victim_model(__pydantic_fields_set__=("S", 1, 2)),
         "model-fields-set-none": victim_model(__pydantic_fields_set__=None),
+        # Names the class lacks that Agent Framework calls by duck typing (issue 30): make_json_safe
+        # calls a model_dump, to_dict or dict it finds; pydantic serves an extra for any such name.
+        "victim-duck-typed-to-dict": ("o", _key(HookedVictim), {"to_dict": victim()}, None),
+        "message-duck-typed-model-dump": message(model_dump=victim()),
+        "executor-request-duck-typed-to-dict": request(to_dict=victim()),
+        "model-extra-duck-typed": victim_model(__pydantic_extra__={"to_dict": victim()}),
         "victim-dunder": ("o", _key(HookedVictim), {"__deepcopy__": victim()}, None),
         "victim-hook-shadow": ("o", _key(HookedVictim), {"__setattr__": victim()}, None),
     }
@@ -1177,6 +1183,7 @@ def _v2_attribute_names() -> list[Entry]:
         # (the class answers those names, never __getattr__), are state.
         "executor-request": request(should_respond=False),
         "model": victim_model(__pydantic_extra__={"copy": 1, "json": victim(), "_id": "x"}),
+        "model-extra-duck-typed-data": victim_model(__pydantic_extra__={"to_dict": "text", "tolist": [1]}),
         "model-fields-set-frozen": victim_model(__pydantic_fields_set__=("Z", "name")),
         "model-private-none": victim_model(__pydantic_private__=None),
     }
