@@ -172,6 +172,29 @@ class MappingVictim(dict[str, int]):
     pass
 
 
+class MappingHookProbe:
+    """A plain allowed class asked about only by its own entry: deciding whether it is a mapping
+    must not call :class:`ApplicationMapping`'s hook (issue 30)."""
+
+    def __init__(self) -> None:
+        self.value = 1
+
+
+class ApplicationMapping(Mapping[str, int]):
+    """An application's Mapping ABC with a structural ``__subclasshook__``.
+
+    ``issubclass(cls, Mapping)`` asks every ABC deriving from Mapping, so this hook would run with
+    whatever class a payload named. It records a question about a corpus class (by identity: the
+    victims' own hooks must not run here either).
+    """
+
+    @classmethod
+    def __subclasshook__(cls, other: type) -> Any:
+        if any(other is watched for watched in (*VICTIM_CLASSES, MappingHookProbe)):
+            HOOK_CALLS.append("ApplicationMapping.__subclasshook__")
+        return NotImplemented
+
+
 class DictPropertyVictim:
     @property
     def __dict__(self) -> dict[str, Any]:  # type: ignore[override]
@@ -942,6 +965,13 @@ def _v2_victims() -> list[Entry]:
         Entry("v2-metaclass-reference", "v2", in_state(("c", _key(HookedMeta))), allowed=allowed),
         Entry("v2-builtin-base-victim", "v2", in_state(("o", _key(ListVictim), {}, None)), allowed=allowed),
         Entry("v2-mapping-victim", "v2", in_state(("o", _key(MappingVictim), {}, None)), allowed=allowed),
+        Entry(
+            "v2-mapping-hook-probe",
+            "v2",
+            in_state(("o", _key(MappingHookProbe), {"value": 1}, None)),
+            expect="checkpoint",
+            allowed=(*allowed, _key(MappingHookProbe)),
+        ),
         Entry(
             "v2-dict-property-victim",
             "v2",

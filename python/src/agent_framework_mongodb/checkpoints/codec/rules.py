@@ -26,8 +26,9 @@ import sys
 import types
 import typing
 import uuid
+import weakref
 import zoneinfo
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Final, cast
 
@@ -493,8 +494,79 @@ def _plan_for(cls: type, key: str) -> ClassPlan:
 
 
 def is_mapping_class(cls: type) -> bool:
-    """Whether ``cls`` is ``dict``, a dict subclass or any other mapping (ABC-registered included)."""
-    return issubclass(cls, (dict, Mapping))
+    """Whether ``cls`` is ``dict``, a dict subclass or any other mapping, ABC-registered included.
+
+    A mapping here is a class whose MRO holds ``dict`` or ``collections.abc.Mapping``, or a class
+    registered (``register``) with ``Mapping``, with an ABC deriving from it, or with an ABC
+    registered with one of those. It is decided from the classes' ``__mro__`` and the ABCs'
+    registries only, read through ``type``'s own descriptors and the ``abc`` module's registry
+    dump, so no ``__subclasshook__``, ``__subclasscheck__``, ``__instancecheck__`` or other
+    metaclass code runs, on save or on load: ``issubclass(cls, Mapping)`` would call the hooks of
+    every ABC deriving from ``Mapping`` in the process, with a class a payload chose. What such a
+    hook alone would call a mapping is not one here.
+    """
+    registered = _registered_mappings()
+    for base in cast("tuple[type, ...]", _TYPE_MRO.__get__(cls)):
+        if base is dict or base is Mapping or registered.get(id(base)) is base:
+            return True
+    return False
+
+
+_TYPE_MRO: Final = cast("types.GetSetDescriptorType", type.__dict__["__mro__"])
+_TYPE_SUBCLASSES: Final = cast("Callable[[type], list[type]]", type.__dict__["__subclasses__"])
+_ABC_DUMP: Final = cast(
+    "Callable[[object], tuple[set[weakref.ref[type]], object, object, object]] | None",
+    getattr(sys.modules.get("_abc"), "_get_dump", None),
+)
+_registered_cache: list[tuple[int, dict[int, type]]] = []
+
+
+def _registered_mappings() -> dict[int, type]:
+    """Classes registered as mappings (directly or through an ABC registered or derived), by ``id``.
+
+    Remade when ``abc.get_cache_token()`` changes, which every ``register`` call does; a class
+    deriving from one of them is found by its MRO. Held strongly until then, so an ``id`` cannot
+    name another class meanwhile.
+    """
+    token = cast(int, abc.get_cache_token())
+    if _registered_cache and _registered_cache[0][0] == token:
+        return _registered_cache[0][1]
+    found: dict[int, type] = {}
+    seen: set[int] = set()
+    pending: list[type] = [Mapping]
+    while pending:
+        node = pending.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        namespace = cast("Mapping[str, object]", _TYPE_NAMESPACE.__get__(node))
+        if "_abc_impl" not in namespace and "_abc_registry" not in namespace:
+            continue  # not an ABC: what derives from it is found by its MRO
+        for registered in _abc_registry(namespace):
+            found[id(registered)] = registered
+            pending.append(registered)
+        # ABCs deriving from an ABC may have registries of their own.
+        pending.extend(_TYPE_SUBCLASSES(node))
+    _registered_cache[:] = [(token, found)]
+    return found
+
+
+def _abc_registry(namespace: Mapping[str, object]) -> list[type]:
+    """The classes an ABC's registry holds, read from its namespace: the C ``abc``'s data goes to
+    its dump function on a stand-in object, never through the ABC's own attribute lookup."""
+    impl = namespace.get("_abc_impl")
+    classes: list[object] = []
+    if impl is not None and _ABC_DUMP is not None:
+        try:
+            references, *_ = _ABC_DUMP(types.SimpleNamespace(_abc_impl=impl))
+        except TypeError:  # a class attribute of that name that is not abc's data: no registry
+            return []
+        classes.extend(reference() for reference in references)
+    else:  # the pure-Python abc (_py_abc) keeps a WeakSet
+        registry = namespace.get("_abc_registry")
+        if registry is not None:
+            classes.extend(cast("Iterable[object]", registry))
+    return [cast(type, item) for item in classes if _is_class(item)]
 
 
 def _is_path_class(cls: type) -> bool:
