@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, PrivateAttr
 __all__ = [
     "CALLS",
     "KINDS",
+    "CallableThing",
     "FrozenThing",
     "ModelThing",
     "Phase",
@@ -47,6 +48,18 @@ class Planted:
     @classmethod
     def to_python(cls, *args: object, **kwargs: object) -> dict[str, object]:
         CALLS.append("Planted.to_python")
+        return {}
+
+
+class CallableThing:
+    """An allowed class whose instances are callable: what a payload could store under a name the
+    framework calls by duck typing, instead of a class."""
+
+    def __init__(self, label: str = "c") -> None:
+        self.label = label
+
+    def __call__(self, *args: object, **kwargs: object) -> dict[str, object]:
+        CALLS.append("CallableThing.__call__")
         return {}
 
 
@@ -226,5 +239,6 @@ KINDS: tuple[type[Any], ...] = (
     ModelThing,
     Planted,
     Phase,
+    CallableThing,
 )
 """Every class of this module a test codec allows."""

@@ -172,6 +172,29 @@ class MappingVictim(dict[str, int]):
     pass
 
 
+class MappingHookProbe:
+    """A plain allowed class asked about only by its own entry: deciding whether it is a mapping
+    must not call :class:`ApplicationMapping`'s hook (issue 30)."""
+
+    def __init__(self) -> None:
+        self.value = 1
+
+
+class ApplicationMapping(Mapping[str, int]):
+    """An application's Mapping ABC with a structural ``__subclasshook__``.
+
+    ``issubclass(cls, Mapping)`` asks every ABC deriving from Mapping, so this hook would run with
+    whatever class a payload named. It records a question about a corpus class (by identity: the
+    victims' own hooks must not run here either).
+    """
+
+    @classmethod
+    def __subclasshook__(cls, other: type) -> Any:
+        if any(other is watched for watched in (*VICTIM_CLASSES, MappingHookProbe)):
+            HOOK_CALLS.append("ApplicationMapping.__subclasshook__")
+        return NotImplemented
+
+
 class DictPropertyVictim:
     @property
     def __dict__(self) -> dict[str, Any]:  # type: ignore[override]
@@ -943,6 +966,13 @@ def _v2_victims() -> list[Entry]:
         Entry("v2-builtin-base-victim", "v2", in_state(("o", _key(ListVictim), {}, None)), allowed=allowed),
         Entry("v2-mapping-victim", "v2", in_state(("o", _key(MappingVictim), {}, None)), allowed=allowed),
         Entry(
+            "v2-mapping-hook-probe",
+            "v2",
+            in_state(("o", _key(MappingHookProbe), {"value": 1}, None)),
+            expect="checkpoint",
+            allowed=(*allowed, _key(MappingHookProbe)),
+        ),
+        Entry(
             "v2-dict-property-victim",
             "v2",
             in_state(("o", _key(DictPropertyVictim), {}, None)),
@@ -1169,6 +1199,12 @@ def _v2_attribute_names() -> list[Entry]:
         "model-fields-set-list": victim_model(__pydantic_fields_set__=["name"]),
         "model-fields-set-ints": victim_model(__pydantic_fields_set__=("S", 1, 2)),
         "model-fields-set-none": victim_model(__pydantic_fields_set__=None),
+        # Names the class lacks that Agent Framework calls by duck typing (issue 30): make_json_safe
+        # calls a model_dump, to_dict or dict it finds; pydantic serves an extra for any such name.
+        "victim-duck-typed-to-dict": ("o", _key(HookedVictim), {"to_dict": victim()}, None),
+        "message-duck-typed-model-dump": message(model_dump=victim()),
+        "executor-request-duck-typed-to-dict": request(to_dict=victim()),
+        "model-extra-duck-typed": victim_model(__pydantic_extra__={"to_dict": victim()}),
         "victim-dunder": ("o", _key(HookedVictim), {"__deepcopy__": victim()}, None),
         "victim-hook-shadow": ("o", _key(HookedVictim), {"__setattr__": victim()}, None),
     }
@@ -1177,6 +1213,7 @@ def _v2_attribute_names() -> list[Entry]:
         # (the class answers those names, never __getattr__), are state.
         "executor-request": request(should_respond=False),
         "model": victim_model(__pydantic_extra__={"copy": 1, "json": victim(), "_id": "x"}),
+        "model-extra-duck-typed-data": victim_model(__pydantic_extra__={"to_dict": "text", "tolist": [1]}),
         "model-fields-set-frozen": victim_model(__pydantic_fields_set__=("Z", "name")),
         "model-private-none": victim_model(__pydantic_private__=None),
     }

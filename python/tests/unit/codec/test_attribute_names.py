@@ -20,22 +20,28 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import importlib.metadata
+import importlib.util
 import pickle
 import types
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any, Final, cast
 
 import pytest
 from agent_framework import Content, Message, WorkflowCheckpoint
+from agent_framework._serialization import make_json_safe
 from agent_framework._workflows._agent_executor import AgentExecutorRequest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agent_framework_mongodb import MongoDBMappingError, MongoDBSerializationError
 from agent_framework_mongodb.checkpoints.codec import CheckpointCodec, payload_checksum
+from agent_framework_mongodb.checkpoints.codec.rules import DUCK_TYPED_NAMES
 from tests.unit.codec.attribute_types import (
     CALLS,
     KINDS,
+    CallableThing,
     FrozenThing,
     ModelThing,
     Phase,
@@ -251,6 +257,97 @@ def test_a_fields_set_that_is_not_a_set_of_names_is_refused(stored: object, live
     assert "__pydantic_fields_set__" in _refused_at_load(model, plant)
     object.__setattr__(model, "__pydantic_fields_set__", live)
     assert "__pydantic_fields_set__" in _refused_at_save(model)
+
+
+# -- names the framework calls by duck typing (issue 30) --------------------------------------------
+
+
+def _callable_thing() -> tuple[Any, ...]:
+    return ("o", key_of(CallableThing), {"label": "c"}, None)
+
+
+def test_a_class_under_a_name_the_class_lacks_would_be_constructed_by_the_framework() -> None:
+    # PlainThing defines no to_dict and Message no model_dump, so neither name shadows anything;
+    # Agent Framework's make_json_safe (events, telemetry, tool results) calls any model_dump or
+    # to_dict it finds on an object, through the instance.
+    make_json_safe(_as_rebuilt(PlainThing("p"), {"to_dict": Planted}))
+    assert CALLS == ["Planted.__init__"]
+    CALLS.clear()
+    make_json_safe(_as_rebuilt(Message(role="user", contents=["hi"]), {"model_dump": CallableThing()}))
+    assert CALLS == ["CallableThing.__call__"]
+
+
+@pytest.mark.parametrize("held", ["class", "callable-instance"])
+@pytest.mark.parametrize("name", sorted(DUCK_TYPED_NAMES))
+def test_a_class_or_callable_under_a_duck_typed_name_is_refused(name: str, held: str) -> None:
+    value = PlainThing("p")
+    stored = _planted() if held == "class" else _callable_thing()
+    refusal = _refused_at_load(value, lambda record: record[2].update({name: stored}))
+    assert f"{name!r}" in refusal
+    assert "Agent Framework looks up on any object and calls" in refusal
+    vars(value)[name] = Planted if held == "class" else CallableThing()
+    assert f"{name!r}" in _refused_at_save(value)
+
+
+@pytest.mark.parametrize("name", ["model_dump", "tolist", "dict"])
+def test_a_class_under_a_duck_typed_name_of_a_framework_message_is_refused(name: str) -> None:
+    # Message's state is walked through its own __getstate__: the stored state is checked too.
+    message = Message(role="user", contents=[Content.from_text("hi")])
+    assert f"{name!r}" in _refused_at_load(message, lambda record: record[2].update({name: _planted()}))
+    vars(message)[name] = Planted
+    assert f"{name!r}" in _refused_at_save(message)
+
+
+def test_a_class_in_a_duck_typed_pydantic_extra_is_refused() -> None:
+    # pydantic's __getattr__ serves an extra for any name the class lacks.
+    model = _model()
+    _as_rebuilt(model, {}, {"__pydantic_extra__": {"to_dict": Planted}}).to_dict()
+    assert CALLS == ["Planted.__init__"]
+    CALLS.clear()
+
+    def plant(record: list[Any]) -> None:
+        record[3]["__pydantic_extra__"]["to_dict"] = _planted()
+
+    assert "extra field 'to_dict'" in _refused_at_load(model, plant)
+    cast("dict[str, object]", model.__pydantic_extra__)["to_dict"] = Planted
+    assert "extra field 'to_dict'" in _refused_at_save(model)
+
+
+def test_data_under_duck_typed_names_and_classes_under_other_names_round_trip() -> None:
+    value = PlainThing("p")
+    vars(value).update(
+        to_dict="text", dict={"a": 1}, split=("x",), tolist=PlainThing("inner"), model_dump=Phase.NEW
+    )
+    vars(value)["response_type"] = Planted  # a class object as data, under a name nothing calls
+    restored = _round_trip(value)
+    assert (restored.to_dict, restored.dict, restored.split) == ("text", {"a": 1}, ("x",))
+    assert type(restored.tolist) is PlainThing
+    assert restored.model_dump is Phase.NEW
+    assert restored.response_type is Planted
+    model = _model()
+    cast("dict[str, object]", model.__pydantic_extra__)["to_dict"] = "data"
+    assert _round_trip(model).__pydantic_extra__ == {"colour": "teal", "to_dict": "data"}
+    assert CALLS == []
+
+
+def _framework_sources() -> str:
+    texts: list[str] = []
+    for package in ("agent_framework", "agent_framework_orchestrations"):
+        spec = importlib.util.find_spec(package)
+        if spec is not None and spec.submodule_search_locations:
+            for location in spec.submodule_search_locations:
+                texts.extend(path.read_text(encoding="utf-8") for path in Path(location).rglob("*.py"))
+    return "\n".join(texts)
+
+
+def test_every_duck_typed_name_is_looked_up_by_the_installed_framework() -> None:
+    # DUCK_TYPED_NAMES was collected from agent-framework-core 1.23.0; older releases lack some.
+    version = importlib.metadata.version("agent-framework-core")
+    if tuple(int(part) for part in version.split(".")[:2]) < (1, 23):
+        pytest.skip(f"the names were collected from Agent Framework 1.23; {version} is installed")
+    sources = _framework_sources()
+    missing = sorted(name for name in DUCK_TYPED_NAMES if f'"{name}"' not in sources)
+    assert missing == [], "names the installed framework no longer looks up: re-collect DUCK_TYPED_NAMES"
 
 
 # -- the shadowing real state needs still round-trips ----------------------------------------------

@@ -42,6 +42,7 @@ from .rules import (
     TypeResolver,
     all_not_found,
     check_attribute_names,
+    require_data_under_duck_typed_names,
     require_pydantic_slots,
 )
 from .walk import MAX_NESTING, PATH_CLASSES, check_hash_collisions
@@ -586,8 +587,12 @@ def _check_object(rebuild: _Rebuild, node: tuple[Any, ...]) -> None:
         _require(type(instance_state) is dict, f"{plan.key!r} is stored without its attributes")
         rebuild.check(instance_state)
         names = tuple(instance_state)
-        if names not in plan.clean_names:
-            check_attribute_names(plan, names)
+        duck_typed = plan.clean_names.get(names)
+        if duck_typed is None:
+            duck_typed = check_attribute_names(plan, names)
+        if duck_typed:
+            known_plan = rebuild.resolver.known_plan
+            require_data_under_duck_typed_names(plan, instance_state, None, known_plan, duck_typed)
     if slot_state is not None:
         _require(type(slot_state) is dict, f"{plan.key!r} is stored with malformed slots")
         rebuild.check(slot_state)
@@ -595,6 +600,7 @@ def _check_object(rebuild: _Rebuild, node: tuple[Any, ...]) -> None:
         _require(not unknown, f"{plan.key!r} has no slot named {sorted(unknown)[0] if unknown else ''!r}")
         if plan.pydantic:
             require_pydantic_slots(plan, slot_state, _stored_fields_set_names)
+        require_data_under_duck_typed_names(plan, None, slot_state, rebuild.resolver.known_plan)
 
 
 def _stored_fields_set_names(node: object) -> tuple[object, ...] | None:

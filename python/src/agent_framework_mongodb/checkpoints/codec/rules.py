@@ -26,14 +26,16 @@ import sys
 import types
 import typing
 import uuid
+import weakref
 import zoneinfo
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Final, cast
 
 from .framework_registry import is_registered_with_framework
 
 __all__ = [
+    "DUCK_TYPED_NAMES",
     "FRAMEWORK_MODULE_FAMILIES",
     "KIND_ENUM",
     "KIND_NAMED_TUPLE",
@@ -52,6 +54,7 @@ __all__ = [
     "is_mapping_class",
     "is_protocol_name",
     "pydantic_slot_problem",
+    "require_data_under_duck_typed_names",
     "require_pydantic_slots",
     "type_key",
 ]
@@ -147,8 +150,12 @@ class ClassPlan:
             (:func:`is_protocol_name`) are refused whether or not the class binds them.
         private: Names of a pydantic model's declared private attributes
             (``__private_attributes__``); the only keys ``__pydantic_private__`` may hold.
+        callable_instances: A class of the MRO defines ``__call__``, so an instance is callable
+            (read from the classes' ``__dict__``s, nothing called): one may not be stored under a
+            name of :data:`DUCK_TYPED_NAMES`.
         clean_names: Attribute-name tuples already found clean, so a checkpoint of thousands of
-            alike objects checks each layout once (:func:`check_attribute_names`).
+            alike objects checks each layout once (:func:`check_attribute_names`), each with the
+            names of :data:`DUCK_TYPED_NAMES` among them.
     """
 
     cls: type
@@ -165,7 +172,10 @@ class ClassPlan:
     field_count: int = 0
     reserved: frozenset[str] = frozenset()
     private: frozenset[str] = frozenset()
-    clean_names: set[tuple[str, ...]] = field(default_factory=set[tuple[str, ...]])
+    callable_instances: bool = False
+    clean_names: dict[tuple[str, ...], tuple[str, ...]] = field(
+        default_factory=dict[tuple[str, ...], tuple[str, ...]]
+    )
 
 
 class TypeResolver:
@@ -202,6 +212,10 @@ class TypeResolver:
         plan = _plan_for(self._resolve(key), key)
         self._plans[key] = plan
         return plan
+
+    def known_plan(self, key: str) -> ClassPlan | None:
+        """The plan already made for ``key``, or ``None``; never resolves or imports anything."""
+        return self._plans.get(key)
 
     def plan_of(self, cls: type) -> ClassPlan:
         """Return the plan for a live instance's class; its name must resolve back to it.
@@ -453,6 +467,7 @@ def _plan_for(cls: type, key: str) -> ClassPlan:
             key=key,
             kind=KIND_NAMED_TUPLE,
             hash_safe=not {"__hash__", "__eq__"} & cls.__dict__.keys(),
+            callable_instances=_defines_call(cls),
             field_count=len(typing.cast("tuple[str, ...]", cls.__dict__["_fields"])),
         )
     if _has_builtin_base(cls):
@@ -472,14 +487,86 @@ def _plan_for(cls: type, key: str) -> ClassPlan:
         reserved=_reserved_names(cls, pydantic),
         private=_private_names(cls) if pydantic else frozenset(),
         slots=_slot_descriptors(cls, key),
+        callable_instances=_defines_call(cls),
         framework_state=is_framework_module(cls.__module__) and not pydantic and _defines_getstate(cls),
         pydantic=pydantic,
     )
 
 
 def is_mapping_class(cls: type) -> bool:
-    """Whether ``cls`` is ``dict``, a dict subclass or any other mapping (ABC-registered included)."""
-    return issubclass(cls, (dict, Mapping))
+    """Whether ``cls`` is ``dict``, a dict subclass or any other mapping, ABC-registered included.
+
+    A mapping here is a class whose MRO holds ``dict`` or ``collections.abc.Mapping``, or a class
+    registered (``register``) with ``Mapping``, with an ABC deriving from it, or with an ABC
+    registered with one of those. It is decided from the classes' ``__mro__`` and the ABCs'
+    registries only, read through ``type``'s own descriptors and the ``abc`` module's registry
+    dump, so no ``__subclasshook__``, ``__subclasscheck__``, ``__instancecheck__`` or other
+    metaclass code runs, on save or on load: ``issubclass(cls, Mapping)`` would call the hooks of
+    every ABC deriving from ``Mapping`` in the process, with a class a payload chose. What such a
+    hook alone would call a mapping is not one here.
+    """
+    registered = _registered_mappings()
+    for base in cast("tuple[type, ...]", _TYPE_MRO.__get__(cls)):
+        if base is dict or base is Mapping or registered.get(id(base)) is base:
+            return True
+    return False
+
+
+_TYPE_MRO: Final = cast("types.GetSetDescriptorType", type.__dict__["__mro__"])
+_TYPE_SUBCLASSES: Final = cast("Callable[[type], list[type]]", type.__dict__["__subclasses__"])
+_ABC_DUMP: Final = cast(
+    "Callable[[object], tuple[set[weakref.ref[type]], object, object, object]] | None",
+    getattr(sys.modules.get("_abc"), "_get_dump", None),
+)
+_registered_cache: list[tuple[int, dict[int, type]]] = []
+
+
+def _registered_mappings() -> dict[int, type]:
+    """Classes registered as mappings (directly or through an ABC registered or derived), by ``id``.
+
+    Remade when ``abc.get_cache_token()`` changes, which every ``register`` call does; a class
+    deriving from one of them is found by its MRO. Held strongly until then, so an ``id`` cannot
+    name another class meanwhile.
+    """
+    token = cast(int, abc.get_cache_token())
+    if _registered_cache and _registered_cache[0][0] == token:
+        return _registered_cache[0][1]
+    found: dict[int, type] = {}
+    seen: set[int] = set()
+    pending: list[type] = [Mapping]
+    while pending:
+        node = pending.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        namespace = cast("Mapping[str, object]", _TYPE_NAMESPACE.__get__(node))
+        if "_abc_impl" not in namespace and "_abc_registry" not in namespace:
+            continue  # not an ABC: what derives from it is found by its MRO
+        for registered in _abc_registry(namespace):
+            found[id(registered)] = registered
+            pending.append(registered)
+        # ABCs deriving from an ABC may have registries of their own.
+        pending.extend(_TYPE_SUBCLASSES(node))
+    _registered_cache[:] = [(token, found)]
+    return found
+
+
+def _abc_registry(namespace: Mapping[str, object]) -> list[type]:
+    """The classes an ABC's registry holds, read from its namespace: the C ``abc``'s data goes to
+    its dump function on a stand-in object, never through the ABC's own attribute lookup."""
+    impl = namespace.get("_abc_impl")
+    classes: list[object] = []
+    if impl is not None and _ABC_DUMP is not None:
+        try:
+            references, *_ = _ABC_DUMP(types.SimpleNamespace(_abc_impl=impl))
+        except TypeError:  # a class attribute of that name that is not abc's data: no registry
+            return []
+        classes.extend(reference() for reference in references)
+    else:  # the pure-Python abc (_py_abc) keeps a WeakSet
+        registry = namespace.get("_abc_registry")
+        if registry is not None:
+            classes.extend(cast("Iterable[object]", registry))
+    return [cast(type, item) for item in classes if _is_class(item)]
 
 
 def _is_path_class(cls: type) -> bool:
@@ -500,6 +587,7 @@ def _enum_plan(cls: type, key: str) -> ClassPlan:
         kind=KIND_ENUM,
         hash_safe=_defined_by_standard_library(cls, "__hash__")
         and _defined_by_standard_library(cls, "__eq__"),
+        callable_instances=_defines_call(cls),
         members=members,
     )
 
@@ -615,15 +703,20 @@ _CLEAN_LAYOUTS: Final = 64
 layouts only makes the later ones take the full check."""
 
 
-def check_attribute_names(plan: ClassPlan, names: tuple[object, ...]) -> None:
+def check_attribute_names(plan: ClassPlan, names: tuple[object, ...]) -> tuple[str, ...]:
     """Refuse an instance attribute name a stored object may not have; remember a clean layout.
 
-    Callers skip the call when ``names in plan.clean_names``: the hot path is one tuple lookup.
+    Callers look ``names`` up in ``plan.clean_names`` first: the hot path is one dict lookup.
+
+    Returns:
+        The names of :data:`DUCK_TYPED_NAMES` among ``names``, in order: the attributes whose
+        values :func:`require_data_under_duck_typed_names` must vet.
 
     Raises:
         TypeRefusal: A name that is not a ``str``, a protocol name (:func:`is_protocol_name`), or
             one of :attr:`ClassPlan.reserved`.
     """
+    duck_typed: list[str] = []
     for name in names:
         if type(name) is not str:
             raise TypeRefusal("an instance's attributes must have str names")
@@ -637,8 +730,172 @@ def check_attribute_names(plan: ClassPlan, names: tuple[object, ...]) -> None:
                 f"an instance of {plan.key!r} has an attribute {name!r} that hides the class attribute "
                 "of that name; only declared fields and plain-data class attributes may be shadowed"
             )
+        if name in DUCK_TYPED_NAMES:
+            duck_typed.append(name)
+    found = tuple(duck_typed)
     if len(plan.clean_names) < _CLEAN_LAYOUTS:
-        plan.clean_names.add(cast("tuple[str, ...]", names))
+        plan.clean_names[cast("tuple[str, ...]", names)] = found
+    return found
+
+
+DUCK_TYPED_NAMES: Final[frozenset[str]] = frozenset(
+    {
+        "to_dict",
+        "from_dict",
+        "to_json",
+        "model_dump",
+        "model_validate",
+        "dict",
+        "as_dict",
+        "tolist",
+        "unicode_string",
+        "get_final_response",
+        "aclose",
+        "as_function",
+        "split",
+        "cancelling",
+        "is_junction",
+        "selection_func",
+        "_update_agent_name_and_description",
+        "_run_after_providers",
+    }
+)
+"""Names Agent Framework looks up on an object it was handed, by duck typing (``getattr`` or
+``hasattr`` with that name, whatever the object's class), and then calls or tests with
+``callable()``. Instance state (instance dict, slots, pydantic extras and private attributes) may
+hold no class and no callable instance under these names, on save or load
+(:func:`require_data_under_duck_typed_names`): after a load, the framework's call would construct
+the class or call the object the payload chose. A name the class binds itself is refused as an
+attribute anyway (:attr:`ClassPlan.reserved`); this covers the names a class *lacks*.
+
+Collected from the installed source of agent-framework-core 1.23.0 and
+agent-framework-orchestrations 1.4.0 (``getattr(``/``hasattr(`` with a constant name, and calls on
+values the function was handed), file and function:
+
+- ``to_dict``: ``_serialization.py`` ``_is_serialization_protocol`` (with ``from_dict``, the
+  runtime test of ``SerializationProtocol``) and ``_serialize_value``, which then calls
+  ``value.to_dict(exclude=..., exclude_none=...)``; ``_serialization.py`` ``make_json_safe``;
+  ``_sessions.py`` ``_serialize_value``; ``_types.py`` ``_serialize_value``; ``_tools.py``
+  ``FunctionTool._make_dumpable``; ``agent_framework_orchestrations/_magentic.py``
+  ``_message_to_payload``.
+- ``from_dict``: ``_serialization.py`` ``_is_serialization_protocol`` (tested with
+  ``callable()``: it decides that ``to_dict`` is called); ``_workflows/_typing_utils.py``
+  ``try_coerce_to_type`` (called on the target).
+- ``to_json``: ``agent_framework_orchestrations/_magentic.py`` ``_message_to_payload``.
+- ``model_dump``: ``_serialization.py`` ``make_json_safe``; ``_mcp.py``
+  ``_mcp_tool_result_host_payload``.
+- ``model_validate``: ``_workflows/_typing_utils.py`` ``try_coerce_to_type``.
+- ``dict``: ``_serialization.py`` ``make_json_safe``.
+- ``as_dict``: ``observability.py`` ``_build_tool_otel_definition``.
+- ``tolist``: ``_in_memory.py`` ``_numeric_vector``; ``_vectors.py`` ``_msgspec_enc_hook`` and
+  ``_normalize_vector``.
+- ``unicode_string``: ``_mcp.py`` ``_consume_json_size`` (tested with ``callable()``).
+- ``get_final_response``: ``_workflows/_agent_executor.py`` ``AgentExecutor._run_agent_streaming``.
+- ``aclose``: ``_types.py`` ``ResponseStream.close``.
+- ``as_function``: ``_harness/_agent.py`` ``_assemble_shell``.
+- ``split``: ``_workflows/_functional.py`` ``_split_workflow_interruption``.
+- ``cancelling``: ``_workflows/_functional.py`` ``RunContext._settle_workflow_tasks`` (on a
+  finished task).
+- ``is_junction``: ``_filesystem.py`` ``_is_link_or_reparse_point``.
+- ``selection_func``: ``_workflows/_edge_runner.py`` ``FanOutEdgeRunner.__init__`` (called when
+  a message is sent).
+- ``_update_agent_name_and_description``: ``_agents.py``
+  ``RawAgent._update_agent_name_and_description`` (on the agent's client).
+- ``_run_after_providers``: ``_harness/_loop.py``
+  ``AgentLoopMiddleware._fire_turn_scoped_after_providers`` (on the agent).
+
+Not listed: lookups through ``self`` or on a class the framework chose (``__name__``,
+``__module__``, ``model_fields``), names read as data and never called (``text``, ``type``,
+``name``, ``call_id``), dunder and sunder names (refused as attributes by
+:func:`is_protocol_name` whatever they hold: ``__deepcopy__``, ``__dict__``, ``__aiter__``,
+``__getstate__``, the one hook the codec itself calls, on framework classes), and the members of
+the framework's other ``runtime_checkable`` protocols (``SupportsAgentRun``, the chat-client
+``Supports*`` protocols, ``TokenizerProtocol``, ``RunnerContext``, ``Evaluator``, the vector-store
+protocols), which it tests agents, clients, tokenizers, stores and contexts against, never
+values it reads from workflow state. The codec itself looks nothing up by duck typing: it reads
+state through the descriptors a :class:`ClassPlan` vetted.
+"""
+
+
+def _defines_call(cls: type) -> bool:
+    return _mro_lookup(cls, "__call__") is not None
+
+
+def _callable_node(node: object, known_plan: Callable[[str], ClassPlan | None]) -> str | None:
+    """What a tree node holds that can be called, or ``None``: a class object (``"c"``), or an
+    object, enum member or named tuple whose class defines ``__call__``. Functions, methods and
+    other callables of built-in types have no node: the walk refuses them wherever they are."""
+    if type(node) is not tuple:
+        return None
+    record = cast("tuple[object, ...]", node)
+    if len(record) < 2 or type(record[1]) is not str:  # noqa: PLR2004 - a tag and a class name
+        return None
+    key = record[1]
+    if record[0] == "c":
+        return f"the class {key!r}"
+    if record[0] in ("o", "e", "n"):
+        plan = known_plan(key)
+        if plan is not None and plan.callable_instances:
+            return f"a callable {key!r} instance"
+    return None
+
+
+def require_data_under_duck_typed_names(
+    plan: ClassPlan,
+    instance_state: object,
+    slot_state: object,
+    known_plan: Callable[[str], ClassPlan | None],
+    instance_names: tuple[str, ...] | None = None,
+) -> None:
+    """Refuse instance state holding a class or a callable under a :data:`DUCK_TYPED_NAMES` name.
+
+    Save and load share it, over the tree: the save's encoded state, the load's validated state.
+    It looks at the instance dict, the slots, and a pydantic model's extras and private
+    attributes (its ``__getattr__`` serves both by name).
+
+    Args:
+        plan: The plan of the object whose state this is.
+        instance_state: The instance dict's node (a dict of nodes by name), or ``None``.
+        slot_state: The slots' node, or ``None``.
+        known_plan: The plan of a class the walk or the rebuild resolved already, by name, or
+            ``None``; it never resolves a name itself.
+        instance_names: The duck-typed names of the instance dict when the caller knows them
+            (:func:`check_attribute_names`); otherwise every name is looked at.
+
+    Raises:
+        TypeRefusal: Such a name holds a class, or an instance whose class defines ``__call__``.
+    """
+    _require_data(plan, instance_state, known_plan, instance_names, "attribute")
+    if type(slot_state) is not dict:
+        return
+    slots = cast("dict[str, object]", slot_state)
+    _require_data(plan, slots, known_plan, None, "slot")
+    if plan.pydantic:
+        _require_data(plan, slots.get(PYDANTIC_EXTRA), known_plan, None, "extra field")
+        _require_data(plan, slots.get(PYDANTIC_PRIVATE), known_plan, None, "private attribute")
+
+
+def _require_data(
+    plan: ClassPlan,
+    state: object,
+    known_plan: Callable[[str], ClassPlan | None],
+    names: tuple[str, ...] | None,
+    part: str,
+) -> None:
+    if type(state) is not dict or not state:
+        return
+    mapping = cast("dict[object, object]", state)
+    for name in names if names is not None else tuple(mapping):
+        # Exact str first: a name of another type is refused by the checks of its kind, and
+        # would hash and compare its own way here.
+        if type(name) is not str or name not in DUCK_TYPED_NAMES:
+            continue
+        held = _callable_node(mapping.get(name), known_plan)
+        if held is not None:
+            raise TypeRefusal(
+                f"an instance of {plan.key!r} holds {held} in its {part} {name!r}, a name Agent Framework "
+                "looks up on any object and calls; store data under it, not a class or a callable"
+            )
 
 
 PYDANTIC_EXTRA: Final = "__pydantic_extra__"

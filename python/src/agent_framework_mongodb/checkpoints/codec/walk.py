@@ -49,6 +49,7 @@ from .rules import (
     check_attribute_names,
     check_metaclass,
     is_mapping_class,
+    require_data_under_duck_typed_names,
 )
 
 # type() spelled so the type checkers see type[Any]: the codec dispatches on exact types of
@@ -238,7 +239,9 @@ class _Layout:
     further check of them. For a framework class, ``state_names`` is the key tuple its
     ``__getstate__`` returned for such an instance the last time, ``omitted`` the positions
     (in the instance's names, sorted by name) of the fields it left out, and ``merged`` the
-    order of the stored state those make.
+    order of the stored state those make. ``duck_typed`` and ``state_duck_typed`` are the names of
+    :data:`~.rules.DUCK_TYPED_NAMES` among the instance dict's and the stored state's names,
+    whose values are vetted for every instance.
 
     Kept for one walk only, like every cache of the walk: what a save learns about a class is
     never applied to another save, and no cache outlives the classes its ids name. (The plan
@@ -246,13 +249,15 @@ class _Layout:
     class refuses a class replaced under its name.)
     """
 
-    __slots__ = ("merged", "omitted", "order", "state_names")
+    __slots__ = ("duck_typed", "merged", "omitted", "order", "state_duck_typed", "state_names")
 
-    def __init__(self, order: _Order) -> None:
+    def __init__(self, order: _Order, duck_typed: tuple[str, ...]) -> None:
         self.order = order
+        self.duck_typed = duck_typed
         self.state_names: tuple[str, ...] | None = None
         self.omitted: tuple[int, ...] = ()
         self.merged: _Order | None = None
+        self.state_duck_typed = duck_typed
 
 
 class _Walker:
@@ -703,6 +708,7 @@ class _Walker:
         """Any class of objects: slots, pydantic models, a framework class with slots."""
         key = plan.key
         prefix = b"o" + identity
+        known_plan = self._resolver.known_plan
 
         def encode_object(value: Any, out: bytearray) -> Any:
             marker = self.enter(value)
@@ -711,6 +717,7 @@ class _Walker:
             # Exact str names (read_state), so the key-order lookup need not check them again.
             instance_node = self.encode_state(instance_state, out, text_names=True)
             slot_node = self.encode_state(slot_state, out)
+            require_data_under_duck_typed_names(plan, instance_node, slot_node, known_plan)
             self._active.discard(marker)
             return ("o", key, instance_node, slot_node)
 
@@ -732,8 +739,9 @@ class _Walker:
         active = self._active
         encode_dict = self.encode_dict
         text_order = self.text_order
+        known_plan = self._resolver.known_plan
 
-        def encode_dict_object(value: Any, out: bytearray) -> Any:  # noqa: PLR0912 - one flat path
+        def encode_dict_object(value: Any, out: bytearray) -> Any:  # noqa: PLR0912, PLR0915 - one flat path
             marker = id(value)
             if marker in active:
                 _fail_cycle()
@@ -745,6 +753,7 @@ class _Walker:
                 instance_state, _ = self.read_state(value, plan)
                 out += prefix
                 instance_node = self.encode_state(instance_state, out, text_names=True)
+                require_data_under_duck_typed_names(plan, instance_node, None, known_plan)
                 out += _EMPTY
                 active.discard(marker)
                 return ("o", key, instance_node, None)
@@ -755,12 +764,17 @@ class _Walker:
                     refuse_names(plan, names)
             layout = layouts.get(names)
             if layout is None:
-                if names not in plan.clean_names:
-                    check_attribute_names(plan, names)
-                layout = layouts[names] = _Layout(text_order(names))
+                duck_typed = plan.clean_names.get(names)
+                if duck_typed is None:
+                    duck_typed = check_attribute_names(plan, names)
+                layout = layouts[names] = _Layout(text_order(names), duck_typed)
             if not framework:
                 out += prefix
                 instance_node = encode_dict(instance_dict, out, layout.order)
+                if layout.duck_typed:
+                    require_data_under_duck_typed_names(
+                        plan, instance_node, None, known_plan, layout.duck_typed
+                    )
                 out += _EMPTY
                 active.discard(marker)
                 return ("o", key, instance_node, None)
@@ -785,13 +799,17 @@ class _Walker:
                 # holds the same names (Agent Framework copies the instance dict's own str
                 # objects); a larger one has names __getstate__ added, vetted here.
                 if merged and len(merged) != len(instance_dict):
-                    check_attribute_names(plan, tuple(merged))
+                    layout.state_duck_typed = check_attribute_names(plan, tuple(merged))
                 positions = {name: position for position, name in enumerate(names)}
                 layout.state_names = state_names
                 layout.omitted = tuple(positions[name] for name in list(merged)[len(state) :])
                 layout.merged = merged_order = text_order(tuple(merged)) if merged else None
             out += prefix
             instance_node = encode_dict(merged, out, merged_order)
+            if layout.state_duck_typed:
+                require_data_under_duck_typed_names(
+                    plan, instance_node, None, known_plan, layout.state_duck_typed
+                )
             out += _EMPTY
             active.discard(marker)
             return ("o", key, instance_node, None)
