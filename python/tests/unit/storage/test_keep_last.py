@@ -237,6 +237,7 @@ async def test_a_failed_prune_is_logged_and_the_next_catches_up(
 
 async def test_a_failed_prune_never_escalates_a_strict_save(proxy: ProxyCollection) -> None:
     storage: MongoDBCheckpointStorage = make_storage(proxy, keep_last=1, strict_saves=True)
+    await storage.ensure_indexes()  # a strict save refuses an unprovisioned collection
     await save_chain(storage, 2)
     end_counter_grace(proxy)
     proxy.fail(PRUNE, AutoReconnect("connection reset"))

@@ -62,6 +62,7 @@ def test_cancellation_is_never_escalated() -> None:
 
 async def test_a_direct_save_raises_the_failure_and_stores_nothing(collection: InMemoryCollection) -> None:
     storage = make_storage(collection, strict_saves=True)
+    await storage.ensure_indexes()  # a strict save refuses an unprovisioned collection
     collection.fail_next("find_one_and_update", AutoReconnect("connection reset"))
 
     with pytest.raises(MongoDBStrictSaveFailure) as caught:
@@ -78,6 +79,7 @@ async def test_a_failed_insert_leaves_only_an_unused_sequence_number(
     proxy: ProxyCollection, collection: InMemoryCollection
 ) -> None:
     storage = make_storage(proxy, strict_saves=True)
+    await storage.ensure_indexes()  # a strict save refuses an unprovisioned collection
     await storage.save(make_checkpoint("cp-1"))
     proxy.fail("insert_checkpoint", AutoReconnect("connection reset"))
 
