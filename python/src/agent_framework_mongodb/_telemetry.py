@@ -3,9 +3,11 @@
 A log record carries exactly: feature, operation, outcome, a bounded result count, the duration
 and the stable error category. The span and the metrics carry the same fields plus the
 operation's round trips and payload bytes, under the database semantic-convention names that
-identify the system and the operation. None of them carries ids, scopes, payloads, database or
-collection names, filters, driver messages, hosts or credentials: every value is built from those
-fields alone.
+identify the system and the operation. The span is the operation's database client span
+(kind ``CLIENT``, ADR 0035) and also names the collection and database it works on, as the
+application configured them. None of them carries ids, scopes, payloads, filters, driver
+messages, hosts or credentials; the log record and the metrics carry no database or collection
+name either.
 
 Spans and metrics go through ``opentelemetry-api`` (a dependency of ``agent-framework-core``);
 without an SDK configured they are the API's no-ops. The span is started as the current span, so
@@ -16,11 +18,13 @@ pymongo) nest under it.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import time
-from collections.abc import Generator
+from collections.abc import Generator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
+from types import MappingProxyType
 from typing import Final
 
 from opentelemetry import metrics, trace
@@ -32,11 +36,15 @@ __all__ = [
     "INSTRUMENTATION_SCOPE",
     "LOGGER_NAME",
     "MAX_LOGGED_COUNT",
+    "NO_TARGET",
     "OperationRecord",
+    "Target",
     "completion_log",
     "count_payload_bytes",
     "count_round_trip",
     "log_prune_failure",
+    "span_name",
+    "target_of",
 ]
 
 LOGGER_NAME: Final = "agent_framework_mongodb"
@@ -54,16 +62,26 @@ resume would need; this record is the storage's own signal of it."""
 
 # -- Trace and metric names --------------------------------------------------------------
 # Database client conventions: https://opentelemetry.io/docs/specs/semconv/database/database-spans/
-# and https://opentelemetry.io/docs/specs/semconv/database/database-metrics/ (db.system.name,
-# db.operation.name, error.type, db.client.operation.duration in seconds with its advised buckets);
-# MongoDB: https://opentelemetry.io/docs/specs/semconv/database/mongodb/ (the system is
-# "mongodb"). db.system is the same value under its name before v1.26, for backends still on it.
-# db.collection.name, db.namespace, server.address and db.query.text are deliberately not set:
-# they name data and hosts. Names without a convention are namespaced by the package.
+# (span kind CLIENT; name "{db.operation.name} {target}", the target being db.collection.name;
+# db.system.name, db.operation.name, db.collection.name, db.namespace; error.type and status ERROR
+# per https://opentelemetry.io/docs/specs/semconv/general/recording-errors/, no exception event)
+# and https://opentelemetry.io/docs/specs/semconv/database/database-metrics/
+# (db.client.operation.duration in seconds with its advised buckets); MongoDB:
+# https://opentelemetry.io/docs/specs/semconv/database/mongodb/ (the system is "mongodb",
+# db.namespace is the database name; the sampling-relevant names are given at span creation).
+# db.system is the same value under its name before v1.26, for backends still on it.
+# db.operation.name is the storage operation (save, load, ...), not a MongoDB command: the span
+# covers all of the operation's commands, and the database-spans page recommends instrumenting a
+# client's higher-level API, whose operation name it is (ADR 0035). server.address/server.port are
+# not set: the conventions want the address of the client configuration, which pymongo keeps private
+# (its public address/nodes are the servers selected or discovered), and hosts stay out of telemetry.
+# db.query.text is not set: filters name data. Names without a convention are namespaced by the package.
 INSTRUMENTATION_SCOPE: Final = "agent_framework_mongodb"
 DB_SYSTEM_NAME: Final = "db.system.name"
 DB_SYSTEM: Final = "db.system"
 DB_OPERATION_NAME: Final = "db.operation.name"
+DB_COLLECTION_NAME: Final = "db.collection.name"
+DB_NAMESPACE: Final = "db.namespace"
 ERROR_TYPE: Final = "error.type"
 OUTCOME: Final = "agent_framework_mongodb.outcome"
 ROUND_TRIPS: Final = "agent_framework_mongodb.round_trips"
@@ -109,6 +127,35 @@ class OperationRecord:
     payload_bytes: int = 0
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class Target:
+    """The collection an operation works on and its database, as the application named them.
+
+    Deployment configuration, not run data: the span carries them (``db.collection.name``,
+    ``db.namespace``); log records and metrics do not. ``None`` when not known.
+    """
+
+    collection: str | None = None
+    namespace: str | None = None
+
+
+NO_TARGET: Final = Target()
+
+
+def target_of(collection: object) -> Target:
+    """The names of ``collection`` (a pymongo ``AsyncCollection`` or an object duck-typing one).
+
+    Read without I/O from its ``name`` and ``database.name``; a name that is missing or not a
+    non-empty string is left out rather than guessed.
+    """
+    name = getattr(collection, "name", None)
+    namespace = getattr(getattr(collection, "database", None), "name", None)
+    return Target(
+        name if isinstance(name, str) and name else None,
+        namespace if isinstance(namespace, str) and namespace else None,
+    )
+
+
 _current: ContextVar[OperationRecord | None] = ContextVar("agent_framework_mongodb_operation", default=None)
 """The record of the operation running in this context, for the steps below it to add to."""
 
@@ -128,11 +175,12 @@ def count_payload_bytes(size: int) -> None:
 
 
 @contextmanager
-def completion_log(operation: str) -> Generator[OperationRecord, None, None]:
+def completion_log(operation: str, target: Target = NO_TARGET) -> Generator[OperationRecord, None, None]:
     """Record one completion when the block ends: success, error or cancellation.
 
-    The block runs inside the operation's span. Errors propagate unchanged. Cancellation is never
-    caught: it reaches ``finally`` with the outcome still unset, and is recorded as ``cancelled``.
+    The block runs inside the operation's span, a database client span on ``target``. Errors
+    propagate unchanged. Cancellation is never caught: it reaches ``finally`` with the outcome
+    still unset, and is recorded as ``cancelled``.
     """
     record = OperationRecord()
     token = _current.set(record)
@@ -140,10 +188,13 @@ def completion_log(operation: str) -> Generator[OperationRecord, None, None]:
     outcome = "cancelled"
     category: str | None = None
     classes: tuple[str, ...] = ()
-    # Exceptions are not recorded on the span: their messages are not data-free by contract.
+    # Exceptions are not recorded on the span: their messages are not data-free by contract, and
+    # the conventions advise against exception events (recording-errors.md).
+    name, identifying = _span_start(operation, target)
     with _tracer.start_as_current_span(
-        f"{_FEATURE} {operation}",
-        kind=SpanKind.INTERNAL,
+        name,
+        kind=SpanKind.CLIENT,
+        attributes=identifying,
         record_exception=False,
         set_status_on_exception=False,
     ) as span:
@@ -177,6 +228,27 @@ def completion_log(operation: str) -> Generator[OperationRecord, None, None]:
                 )
 
 
+def span_name(operation: str, target: Target = NO_TARGET) -> str:
+    """``{db.operation.name} {target}``, the target being the collection (else the database); the
+    operation alone when neither is known (database-spans.md, "Name")."""
+    where = target.collection or target.namespace
+    return f"{operation} {where}" if where else operation
+
+
+@functools.lru_cache(maxsize=256)
+def _span_start(operation: str, target: Target) -> tuple[str, Mapping[str, str]]:
+    """The span's name and the attributes known when it starts, given then so samplers see them.
+
+    Built once per operation and collection: the same few pairs recur on every call.
+    """
+    attributes = {DB_SYSTEM_NAME: _MONGODB, DB_SYSTEM: _MONGODB, DB_OPERATION_NAME: operation}
+    if target.collection is not None:
+        attributes[DB_COLLECTION_NAME] = target.collection
+    if target.namespace is not None:
+        attributes[DB_NAMESPACE] = target.namespace
+    return span_name(operation, target), MappingProxyType(attributes)
+
+
 def _trace_and_measure(
     span: Span, operation: str, *, outcome: str, category: str | None, record: OperationRecord, seconds: float
 ) -> None:
@@ -187,7 +259,6 @@ def _trace_and_measure(
         span.set_attributes(
             {
                 **labels,
-                DB_SYSTEM: _MONGODB,
                 ROUND_TRIPS: record.round_trips,
                 PAYLOAD_BYTES: record.payload_bytes,
                 RESULT_COUNT: min(max(record.result_count, 0), MAX_LOGGED_COUNT),

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from agent_framework.observability import enable_instrumentation
 from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.trace import SpanKind
 
 from agent_framework_mongodb import MongoDBCheckpointStorage, MongoDBCheckpointStorageOptions
+from agent_framework_mongodb.checkpoints.connection import DEFAULT_COLLECTION_NAME
 from tests.telemetry_support import attribute, collected
 
 from .support import Client
@@ -54,8 +56,12 @@ async def test_storage_spans_nest_under_the_workflow_run_and_name_no_data(
         assert workflow_run[0] in ancestors(span), span.name
     checkpoint_ids = await storage.list_checkpoint_ids(workflow_name=PIPELINE_WORKFLOW)
     assert checkpoint_ids
-    # Identifying values stay out of the storage's spans (Agent Framework's own may carry them).
+    # Database client spans (ADR 0035) name the configured database and collection; identifying
+    # values stay out of them (Agent Framework's own spans may carry them).
     for span in storage_spans:
+        assert span.kind is SpanKind.CLIENT
+        assert attribute(span, "db.namespace") == database_name
+        assert attribute(span, "db.collection.name") == DEFAULT_COLLECTION_NAME
         text = span.name + repr(dict(span.attributes or {}))
-        for forbidden in (TENANT, SESSION, PIPELINE_WORKFLOW, database_name, *checkpoint_ids):
+        for forbidden in (TENANT, SESSION, PIPELINE_WORKFLOW, *checkpoint_ids):
             assert forbidden not in text

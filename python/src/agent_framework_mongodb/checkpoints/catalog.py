@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Final
 
-from .._telemetry import OperationRecord, completion_log
+from .._telemetry import OperationRecord, Target, completion_log, target_of
 from ..errors import MongoDBConfigurationError
 from .codec import CheckpointCodec
 from .concerns import bind_collection
@@ -96,6 +96,7 @@ class MongoDBCheckpointCatalog:
     """
 
     _collection: CheckpointCollection
+    _target: Target
     _template: MongoDBCheckpointStorageOptions
     _owned_client: CheckpointClient | None
     _closed: bool
@@ -146,6 +147,7 @@ class MongoDBCheckpointCatalog:
         )
         CheckpointCodec(template.allowed_checkpoint_types).check_allowed_types()
         self._collection = bind_collection(source.collection)
+        self._target = target_of(self._collection)
         self._template = template
         self._owned_client = source.owned_client
         self._closed = False
@@ -288,7 +290,7 @@ class MongoDBCheckpointCatalog:
             MongoDBConfigurationError: ``older_than`` is not a positive ``timedelta``, or the
                 workflow name is not valid.
         """
-        with completion_log("plan_prune") as record:
+        with completion_log("plan_prune", self._target) as record:
             self._require_open()
             idle = await self._idle_runs(validate_older_than(older_than), workflow_name)
             runs, skipped = split_waiting(idle, include_waiting=include_waiting is True)
@@ -313,7 +315,7 @@ class MongoDBCheckpointCatalog:
         Raises:
             MongoDBConfigurationError: ``plan`` is not a plan of this catalog's tenant and application.
         """
-        with completion_log("prune") as record:
+        with completion_log("prune", self._target) as record:
             self._require_open()
             self._require_own(plan)
             cleared: list[MongoDBClearedRun] = []
@@ -333,7 +335,7 @@ class MongoDBCheckpointCatalog:
     @contextmanager
     def _operation(self, name: str) -> Generator[OperationRecord]:
         """One public operation: its completion record, under ``operation_timeout``."""
-        with completion_log(name) as record, self._deadline():
+        with completion_log(name, self._target) as record, self._deadline():
             self._require_open()
             yield record
 

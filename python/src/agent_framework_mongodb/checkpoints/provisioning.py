@@ -22,7 +22,7 @@ from typing import Any, Final
 
 from pymongo.errors import OperationFailure
 
-from .._telemetry import completion_log, count_round_trip
+from .._telemetry import completion_log, count_round_trip, target_of
 from ..errors import (
     DRIVER_ERRORS,
     MongoDBIndexMismatchError,
@@ -87,7 +87,7 @@ async def ensure_checkpoint_indexes(
             documents that already repeat its key.
         MongoDBConfigurationError: ``timeout`` is invalid, or the write concern is ``w=0``.
     """
-    with completion_log("ensure_indexes") as record:
+    with completion_log("ensure_indexes", target_of(collection)) as record:
         bound = bind_collection(collection)
         with operation_deadline(build_timeout(timeout)):
             names = await create_indexes(bound)
@@ -108,7 +108,7 @@ async def validate_checkpoint_indexes(
             or the collection has a non-simple default collation.
         MongoDBConfigurationError: ``timeout`` is invalid, or the write concern is ``w=0``.
     """
-    with completion_log("validate_indexes") as record:
+    with completion_log("validate_indexes", target_of(collection)) as record:
         bound = bind_collection(collection)
         with operation_deadline(_seconds(timeout)):
             await check_indexes(bound)

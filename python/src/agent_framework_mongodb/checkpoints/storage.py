@@ -24,10 +24,12 @@ from pymongo.errors import DuplicateKeyError
 
 from .._telemetry import (
     OperationRecord,
+    Target,
     completion_log,
     count_payload_bytes,
     count_round_trip,
     log_prune_failure,
+    target_of,
 )
 from ..errors import (
     DRIVER_ERRORS,
@@ -157,6 +159,7 @@ class MongoDBCheckpointStorage(CheckpointStorage):
     """
 
     _collection: CheckpointCollection
+    _target: Target
     _options: MongoDBCheckpointStorageOptions
     _scope: RunScope
     _codec: CheckpointCodec
@@ -600,7 +603,7 @@ class MongoDBCheckpointStorage(CheckpointStorage):
         whose client it closed is refused first, before any I/O.
         """
         seconds = self._options.operation_timeout if isinstance(deadline, _Default) else deadline
-        with completion_log(name) as record, operation_deadline(seconds):
+        with completion_log(name, self._target) as record, operation_deadline(seconds):
             self._require_open()
             yield record
 
@@ -614,6 +617,7 @@ class MongoDBCheckpointStorage(CheckpointStorage):
         lifetime: _ClientLifetime,
     ) -> None:
         self._collection = collection
+        self._target = target_of(collection)
         self._options = options
         self._scope = RunScope.from_options(options)
         self._codec = codec

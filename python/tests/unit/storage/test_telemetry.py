@@ -1,4 +1,9 @@
-"""Traces and metrics: one span per operation, its attributes, and metrics that name no data."""
+"""Traces and metrics: one database client span per operation, its attributes, and metrics that name no data.
+
+The spans follow OpenTelemetry's database client conventions (ADR 0035):
+https://opentelemetry.io/docs/specs/semconv/database/database-spans/ and
+https://opentelemetry.io/docs/specs/semconv/database/mongodb/.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +17,8 @@ from opentelemetry.trace import SpanKind, StatusCode
 from pymongo.errors import AutoReconnect
 
 from agent_framework_mongodb import (
+    MongoDBCheckpointCatalog,
+    MongoDBCheckpointNotFoundError,
     MongoDBCheckpointStorage,
     MongoDBConfigurationError,
     MongoDBTransientPersistenceError,
@@ -31,6 +38,7 @@ from ._support import (
     end_counter_grace,
     make_checkpoint,
     make_storage,
+    raw_checkpoints,
     save_chain,
 )
 
@@ -38,11 +46,17 @@ CHECKPOINT_ID = "cp-otel-0xfeedface"
 PAYLOAD_TEXT = "payload-content-visible-88"
 DATABASE = "oteldb_private"
 COLLECTION = "otelcoll_private"
-FORBIDDEN = (CHECKPOINT_ID, TENANT, SESSION, WORKFLOW, APPLICATION, DATABASE, COLLECTION, PAYLOAD_TEXT)
+DRIVER_HOST = "otel-host-private.example:27017"
+RUN_DATA = (CHECKPOINT_ID, TENANT, SESSION, WORKFLOW, APPLICATION, PAYLOAD_TEXT, DRIVER_HOST)
+"""Never in a span, a metric or a log record."""
+NAMES = (DATABASE, COLLECTION)
+"""Configuration: in the span (db.namespace, db.collection.name), never in metrics."""
 SPAN_ATTRIBUTES = {
     "db.system.name",
     "db.system",
     "db.operation.name",
+    "db.collection.name",
+    "db.namespace",
     "agent_framework_mongodb.outcome",
     "agent_framework_mongodb.round_trips",
     "agent_framework_mongodb.payload_bytes",
@@ -94,12 +108,16 @@ def _assert_clean(telemetry: Telemetry, spans: list[ReadableSpan], points: list[
         texts.extend(f"{key}={value!r}" for key, value in (span.attributes or {}).items())
         texts.append(repr(span.status.description))
         texts.extend(event.name + repr(dict(event.attributes or {})) for event in span.events)
+    span_text = " ".join(texts)
+    for forbidden in RUN_DATA:
+        assert forbidden not in span_text, forbidden
+    labels: list[str] = []
     for point in points:
-        texts.append(point.name)
-        texts.extend(f"{key}={value!r}" for key, value in point.labels.items())
-    text = " ".join(texts)
-    for forbidden in FORBIDDEN:
-        assert forbidden not in text, forbidden
+        labels.append(point.name)
+        labels.extend(f"{key}={value!r}" for key, value in point.labels.items())
+    metric_text = " ".join(labels)
+    for forbidden in (*RUN_DATA, *NAMES):
+        assert forbidden not in metric_text, forbidden
 
 
 @pytest.mark.parametrize("name", list(OPERATIONS))
@@ -114,12 +132,14 @@ async def test_each_operation_emits_one_span_with_exactly_its_attributes(
 
     span = _only_span(telemetry)
     attributes = dict(span.attributes or {})
-    assert span.name == f"checkpoint_storage {name}"
-    assert span.kind is SpanKind.INTERNAL
+    assert span.name == f"{name} {COLLECTION}"
+    assert span.kind is SpanKind.CLIENT
     assert span.status.status_code is StatusCode.UNSET
     assert set(attributes) == SPAN_ATTRIBUTES
     assert attributes["db.system.name"] == attributes["db.system"] == "mongodb"
     assert attributes["db.operation.name"] == name
+    assert attributes["db.collection.name"] == COLLECTION
+    assert attributes["db.namespace"] == DATABASE
     assert attributes["agent_framework_mongodb.outcome"] == "success"
     assert attributes["agent_framework_mongodb.round_trips"] == private_proxy.round_trips
     assert span.events == ()
@@ -219,7 +239,7 @@ async def test_a_failed_save_is_an_error_span_and_counted_by_category(
 ) -> None:
     storage = await _storage(private_proxy)
     telemetry.reset()
-    private_proxy.fail(INSERT, AutoReconnect(f"connection to {DATABASE} reset"))
+    private_proxy.fail(INSERT, AutoReconnect(f"connection to {DRIVER_HOST} reset"))
 
     with pytest.raises(MongoDBTransientPersistenceError) as raised:
         await OPERATIONS["save"](storage)
@@ -286,3 +306,156 @@ async def test_provisioning_functions_emit_their_spans(proxy: ProxyCollection, t
     spans = telemetry.storage_spans()
     assert [attribute(s, "db.operation.name") for s in spans] == ["ensure_indexes", "validate_indexes"]
     assert [attribute(s, "agent_framework_mongodb.round_trips") for s in spans] == [2, 1]
+
+
+# -- Database client conventions: kind, name and every attribute pinned -------------------
+# https://opentelemetry.io/docs/specs/semconv/database/database-spans/ (kind CLIENT, name
+# "{db.operation.name} {db.collection.name}") and https://opentelemetry.io/docs/specs/semconv/database/mongodb/
+# (db.system.name "mongodb", db.namespace the database); ADR 0035 for the operation name.
+
+
+def _client_attributes(operation: str, **measured: object) -> dict[str, object]:
+    """The span's attributes: the convention's identifying ones, then the package's measures."""
+    return {
+        "db.system.name": "mongodb",
+        "db.system": "mongodb",
+        "db.operation.name": operation,
+        "db.collection.name": COLLECTION,
+        "db.namespace": DATABASE,
+        **{f"agent_framework_mongodb.{key}": value for key, value in measured.items()},
+    }
+
+
+async def _stored_payload_bytes(proxy: ProxyCollection, checkpoint_id: str) -> int:
+    (document,) = await raw_checkpoints(proxy.inner, checkpoint_id=checkpoint_id)
+    return int(document["payload_bytes"])
+
+
+# operation -> (round trips, result count, the checkpoint whose stored payload it moved, if any)
+PINNED: dict[str, tuple[int, int, str | None]] = {
+    "save": (3, 1, CHECKPOINT_ID),  # in the new counter's grace: sequence, checks, insert
+    "load": (1, 1, CHECKPOINT_ID + "-000"),
+    "get_latest": (1, 1, CHECKPOINT_ID + "-002"),
+    "list_checkpoint_ids": (1, 3, None),
+    "delete": (1, 1, None),
+    "clear_run": (5, 3, None),
+}
+
+
+@pytest.mark.parametrize("name", list(PINNED))
+async def test_each_operation_is_a_database_client_span_with_exactly_these_attributes(
+    private_proxy: ProxyCollection, telemetry: Telemetry, name: str
+) -> None:
+    storage = await _storage(private_proxy)
+    telemetry.reset()
+    private_proxy.reset()
+
+    await OPERATIONS[name](storage)
+
+    round_trips, result_count, moved = PINNED[name]
+    payload_bytes = 0 if moved is None else await _stored_payload_bytes(private_proxy, moved)
+    span = _only_span(telemetry)
+    assert span.kind is SpanKind.CLIENT
+    assert span.name == f"{name} {COLLECTION}"
+    assert dict(span.attributes or {}) == _client_attributes(
+        name,
+        outcome="success",
+        round_trips=round_trips,
+        payload_bytes=payload_bytes,
+        result_count=result_count,
+    )
+    assert private_proxy.round_trips == round_trips
+    assert span.status.status_code is StatusCode.UNSET
+    assert span.status.description is None
+    assert span.events == ()
+    assert span.instrumentation_scope is not None
+    assert span.instrumentation_scope.name == "agent_framework_mongodb"
+
+
+async def test_a_failed_save_is_a_client_span_with_error_type_and_error_status(
+    private_proxy: ProxyCollection, telemetry: Telemetry
+) -> None:
+    storage = await _storage(private_proxy)
+    telemetry.reset()
+    private_proxy.reset()
+    private_proxy.fail(INSERT, AutoReconnect(f"connection to {DRIVER_HOST} reset"))
+
+    with pytest.raises(MongoDBTransientPersistenceError) as raised:
+        await OPERATIONS["save"](storage)
+    span = _only_span(telemetry)
+    points = telemetry.points()
+    await OPERATIONS["save"](storage)  # the retry stores what the failed save had encoded
+    encoded = await _stored_payload_bytes(private_proxy, CHECKPOINT_ID)
+
+    assert raised.value.category == "transient_persistence"
+    assert span.kind is SpanKind.CLIENT
+    assert span.name == f"save {COLLECTION}"
+    assert dict(span.attributes or {}) == {
+        **_client_attributes("save", outcome="error", round_trips=3, payload_bytes=encoded, result_count=0),
+        "error.type": "transient_persistence",
+    }
+    assert (span.status.status_code, span.status.description) == (StatusCode.ERROR, "transient_persistence")
+    assert span.events == (), "errors are not span events (recording-errors.md)"
+    _assert_clean(telemetry, [span], points)
+
+
+async def test_a_non_package_error_is_typed_unexpected_and_a_missing_checkpoint_not_found(
+    private_proxy: ProxyCollection, telemetry: Telemetry
+) -> None:
+    storage = await _storage(private_proxy)
+    telemetry.reset()
+    private_proxy.fail("find_one", RuntimeError(f"bug near {DRIVER_HOST}"))
+
+    with pytest.raises(RuntimeError):
+        await storage.load(CHECKPOINT_ID + "-000")
+    with pytest.raises(MongoDBCheckpointNotFoundError):
+        await storage.load(CHECKPOINT_ID + "-404")
+
+    failed, missing = telemetry.storage_spans()
+    for span, category in ((failed, "unexpected"), (missing, "not_found")):
+        assert span.kind is SpanKind.CLIENT
+        assert span.name == f"load {COLLECTION}"
+        assert dict(span.attributes or {}) == {
+            **_client_attributes("load", outcome="error", round_trips=1, payload_bytes=0, result_count=0),
+            "error.type": category,
+        }
+        assert (span.status.status_code, span.status.description) == (StatusCode.ERROR, category)
+        assert span.events == ()
+    _assert_clean(telemetry, [failed, missing], telemetry.points())
+
+
+async def test_provisioning_and_catalog_spans_name_the_collection(
+    private_proxy: ProxyCollection, telemetry: Telemetry
+) -> None:
+    await ensure_checkpoint_indexes(private_proxy)
+    await validate_checkpoint_indexes(private_proxy)
+    catalog = MongoDBCheckpointCatalog(private_proxy, tenant_id=TENANT, application_id=APPLICATION)
+    await catalog.list_runs()
+
+    spans = telemetry.storage_spans()
+    assert [(span.kind, span.name) for span in spans] == [
+        (SpanKind.CLIENT, f"ensure_indexes {COLLECTION}"),
+        (SpanKind.CLIENT, f"validate_indexes {COLLECTION}"),
+        (SpanKind.CLIENT, f"list_runs {COLLECTION}"),
+    ]
+    for span in spans:
+        assert attribute(span, "db.collection.name") == COLLECTION
+        assert attribute(span, "db.namespace") == DATABASE
+        assert attribute(span, "db.system.name") == "mongodb"
+
+
+def test_the_span_name_falls_back_to_the_database_then_to_the_operation() -> None:
+    # database-spans.md, "Name": {db.operation.name} {target}; the target is the collection, else
+    # the namespace; without either, the operation name alone.
+    from agent_framework_mongodb._telemetry import NO_TARGET, Target, span_name, target_of
+
+    assert span_name("save", Target("checkpoints", "agents")) == "save checkpoints"
+    assert span_name("save", Target(None, "agents")) == "save agents"
+    assert span_name("save") == "save"
+
+    class Nameless:
+        name = 42
+        database = None
+
+    assert target_of(Nameless()) == NO_TARGET
+    assert target_of(object()) == NO_TARGET
