@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agent_framework.observability import enable_instrumentation
+from agent_framework.observability import OtelAttr, enable_instrumentation
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanKind
 
@@ -38,7 +38,8 @@ async def test_storage_spans_nest_under_the_workflow_run_and_name_no_data(
     storage_spans = telemetry.storage_spans()
     saves = [span for span in storage_spans if attribute(span, "db.operation.name") == "save"]
     assert saves, "the run saved checkpoints"
-    workflow_run = [span for span in spans if span.name.startswith("workflow.run")]
+    # The framework names its run span by this constant: "workflow.run", "invoke_workflow" from 1.26.
+    workflow_run = [span for span in spans if span.name.startswith(OtelAttr.WORKFLOW_RUN_SPAN)]
     assert len(workflow_run) == 1, sorted({span.name for span in spans})
     run_context = workflow_run[0].context
     assert run_context is not None
