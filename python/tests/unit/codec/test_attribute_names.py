@@ -346,8 +346,15 @@ def test_every_duck_typed_name_is_looked_up_by_the_installed_framework() -> None
     if tuple(int(part) for part in version.split(".")[:2]) < (1, 23):
         pytest.skip(f"the names were collected from Agent Framework 1.23; {version} is installed")
     sources = _framework_sources()
-    missing = sorted(name for name in DUCK_TYPED_NAMES if f'"{name}"' not in sources)
-    assert missing == [], "names the installed framework no longer looks up: re-collect DUCK_TYPED_NAMES"
+    missing = {name for name in DUCK_TYPED_NAMES if f'"{name}"' not in sources}
+    # A name stays while a supported release calls it: these are another release's, not the installed one's.
+    other_releases = {"cancelling": (1, 23), "create_trigger_tool": (1, 26)}
+    unexplained = sorted(name for name in missing if name not in other_releases)
+    assert unexplained == [], "names no supported release looks up: re-collect DUCK_TYPED_NAMES"
+    installed = tuple(int(part) for part in version.split(".")[:2])
+    assert not {name for name in missing if other_releases.get(name) == installed}, (
+        "a listed release's name is gone"
+    )
 
 
 # -- the shadowing real state needs still round-trips ----------------------------------------------

@@ -758,6 +758,7 @@ DUCK_TYPED_NAMES: Final[frozenset[str]] = frozenset(
         "selection_func",
         "_update_agent_name_and_description",
         "_run_after_providers",
+        "create_trigger_tool",
     }
 )
 """Names Agent Framework looks up on an object it was handed, by duck typing (``getattr`` or
@@ -768,9 +769,9 @@ hold no class and no callable instance under these names, on save or load
 the class or call the object the payload chose. A name the class binds itself is refused as an
 attribute anyway (:attr:`ClassPlan.reserved`); this covers the names a class *lacks*.
 
-Collected from the installed source of agent-framework-core 1.23.0 and
+Collected from the installed source of agent-framework-core 1.23.0 and 1.26.0 and
 agent-framework-orchestrations 1.4.0 (``getattr(``/``hasattr(`` with a constant name, and calls on
-values the function was handed), file and function:
+values the function was handed), file and function; a name stays while a supported release calls it:
 
 - ``to_dict``: ``_serialization.py`` ``_is_serialization_protocol`` (with ``from_dict``, the
   runtime test of ``SerializationProtocol``) and ``_serialize_value``, which then calls
@@ -803,6 +804,12 @@ values the function was handed), file and function:
   ``RawAgent._update_agent_name_and_description`` (on the agent's client).
 - ``_run_after_providers``: ``_harness/_loop.py``
   ``AgentLoopMiddleware._fire_turn_scoped_after_providers`` (on the agent).
+- ``create_trigger_tool`` (1.26): ``_compaction.py``, the compaction tool's constructor, which calls
+  it on the strategy it was handed when it is callable.
+
+``cancelling`` is 1.23's (1.26 no longer looks it up); 1.26's other new lookups,
+``requires_client_managed_history`` (compared with ``True``) and ``source_id`` (a string read), are
+data, never called.
 
 Not listed: lookups through ``self`` or on a class the framework chose (``__name__``,
 ``__module__``, ``model_fields``), names read as data and never called (``text``, ``type``,
