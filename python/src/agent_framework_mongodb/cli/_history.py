@@ -160,7 +160,11 @@ def history(  # noqa: PLR0917 - Click passes every option
     them, so the application classes they hold must be named with --allow-type.
     """
 
-    async def walk() -> list[MongoDBHistoryEntry]:
+    width = _width()
+
+    async def walk() -> int:
+        """Print each entry as it is read (one page of payloads in memory); the count printed."""
+        printed = 0
         async with connection.storage(
             tenant=tenant,
             application=application,
@@ -168,23 +172,25 @@ def history(  # noqa: PLR0917 - Click passes every option
             session=session,
             allowed_types=allowed_types,
         ) as storage:
-            return [entry async for entry in checkpoint_history(storage)]
+            async for entry in checkpoint_history(storage):
+                if as_json:
+                    click.echo("[" if printed == 0 else ",")
+                    click.echo(textwrap.indent(json.dumps(entry.to_dict(), indent=2), "  "), nl=False)
+                else:
+                    for line in entry_lines(entry):
+                        for folded in _wrapped(line, width):
+                            click.echo(folded)
+                printed += 1
+        return printed
 
     try:
-        entries = run(walk())
+        printed = run(walk())
     except CommandFailure as failure:
         raise _with_allow_type_hint(failure) from failure
     if as_json:
-        click.echo(json.dumps([entry.to_dict() for entry in entries], indent=2))
-        return
-    if not entries:
+        click.echo("[]" if printed == 0 else "\n]")
+    elif printed == 0:
         click.echo(f"No checkpoints are stored for {workflow}/{session}.")
-        return
-    width = _width()
-    for entry in entries:
-        for line in entry_lines(entry):
-            for folded in _wrapped(line, width):
-                click.echo(folded)
 
 
 def _side_by_side(title: str, name: str, rows: list[tuple[str, str, str, str]]) -> Table:

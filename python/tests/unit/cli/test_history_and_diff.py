@@ -18,7 +18,7 @@ from click.testing import Result
 from ..storage._support import APPLICATION, SESSION, TENANT, WORKFLOW
 from ..storage.test_history import SECRET, run_of_supersteps, superstep
 from .test_anywhere import ORDER, Order, invoke, seed
-from .test_cli import Engine
+from .test_cli import Engine, save_run
 
 SCOPE = ("--tenant", TENANT, "--application", APPLICATION)
 RUN = (*SCOPE, "--workflow", WORKFLOW)
@@ -128,6 +128,22 @@ def test_history_json_lists_every_checkpoint_with_its_diff() -> None:
         }
     ]
     assert SECRET not in result.stdout
+    assert result.stdout == json.dumps(entries, indent=2) + "\n"  # printed entry by entry, one document
+
+
+def test_history_reads_past_the_first_page() -> None:
+    engine = Engine()
+    ids = save_run(engine, 103)  # the command's storage reads pages of 100
+
+    result = engine.invoke("history", *RUN, "--json", SESSION)
+
+    assert result.exit_code == 0, result.output
+    entries = json.loads(result.stdout)
+    assert [entry["checkpoint_id"] for entry in entries] == ids
+    assert [entry["sequence"] for entry in entries] == list(range(1, 104))
+    assert [change["change"] for entry in entries[1:] for change in entry["diff"]["state"]] == [
+        "changed"
+    ] * 102
 
 
 def test_history_folds_long_names_at_80_columns() -> None:
