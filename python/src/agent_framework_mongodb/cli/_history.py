@@ -15,6 +15,7 @@ import click
 from agent_framework import WorkflowCheckpoint
 from rich.console import Console
 from rich.table import Column, Table
+from rich.text import Text
 
 from ..checkpoints import (
     MongoDBCheckpointDiff,
@@ -43,6 +44,16 @@ def _with_allow_type_hint(failure: CommandFailure) -> CommandFailure:
         return failure
     return CommandFailure(
         failure.category, f"{failure.message} Here: --allow-type MODULE:QUALNAME (repeatable)."
+    )
+
+
+def printable(text: str) -> str:
+    """``text`` with each character that is not printable (a newline, a terminal escape) escaped:
+    names come from the checkpoints, and must not move the cursor or restyle the terminal."""
+    if text.isprintable():
+        return text
+    return "".join(
+        char if char.isprintable() else char.encode("unicode_escape").decode("ascii") for char in text
     )
 
 
@@ -178,7 +189,7 @@ def history(  # noqa: PLR0917 - Click passes every option
                     click.echo(textwrap.indent(json.dumps(entry.to_dict(), indent=2), "  "), nl=False)
                 else:
                     for line in entry_lines(entry):
-                        for folded in _wrapped(line, width):
+                        for folded in _wrapped(printable(line), width):
                             click.echo(folded)
                 printed += 1
         return printed
@@ -203,7 +214,7 @@ def _side_by_side(title: str, name: str, rows: list[tuple[str, str, str, str]]) 
         title=title,
     )
     for row in rows:
-        table.add_row(*row)
+        table.add_row(*(Text(printable(cell)) for cell in row))
     if not rows:
         table.add_row("-", "-", "-", "-")
     return table
@@ -217,9 +228,9 @@ def print_diff(diff: MongoDBCheckpointDiff, first: WorkflowCheckpoint, second: W
     """``diff`` as tables, A beside B; names, types, sizes and counts only."""
     console = Console(soft_wrap=False, highlight=False)
     for label, checkpoint in (("A", first), ("B", second)):
-        console.print(f"{label}: {checkpoint.checkpoint_id}", markup=False, overflow="fold")
+        console.print(printable(f"{label}: {checkpoint.checkpoint_id}"), markup=False, overflow="fold")
         console.print(
-            f"{_INDENT}iteration {checkpoint.iteration_count}, timestamp {checkpoint.timestamp}",
+            printable(f"{_INDENT}iteration {checkpoint.iteration_count}, timestamp {checkpoint.timestamp}"),
             markup=False,
             overflow="fold",
         )

@@ -301,3 +301,20 @@ def test_history_and_diff_need_allow_type_for_an_application_class(tmp_path: Pat
     malformed = invoke(*file, "history", "--allow-type", "not a class", *RUN, SESSION)
     assert malformed.exit_code == 2
     assert "book" not in invoke(*file, "history", "--allow-type", ORDER, *RUN, SESSION).stdout
+
+
+def test_names_are_printed_verbatim_and_cannot_drive_the_terminal() -> None:
+    engine = Engine()
+    hostile = {"[red]k[/red]": 1, "k\x1b[2J": 2, "two\nlines": 3}
+    save(engine, [superstep("cp-a"), superstep("cp-b", previous="cp-a", state=hostile)])
+
+    history = engine.invoke("history", *RUN, SESSION)
+    compared = engine.invoke("diff", *RUN, SESSION, "cp-a", "cp-b")
+
+    for result in (history, compared):
+        assert_fits(result)
+        assert "\x1b" not in result.stdout
+        assert "[red]k[/red]" in result.stdout  # not taken for markup
+        assert "k\\x1b[2J" in result.stdout
+        assert "two\\nlines" in result.stdout
+    assert "  + state two\\nlines: int, 5 bytes" in history.stdout.splitlines()
