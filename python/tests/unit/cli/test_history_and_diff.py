@@ -318,3 +318,21 @@ def test_names_are_printed_verbatim_and_cannot_drive_the_terminal() -> None:
         assert "k\\x1b[2J" in result.stdout
         assert "two\\nlines" in result.stdout
     assert "  + state two\\nlines: int, 5 bytes" in history.stdout.splitlines()
+
+
+def test_the_oldest_retained_checkpoint_is_compared_with_nothing() -> None:
+    engine = Engine()
+    save(engine, run_of_supersteps(), keep_last=2)
+
+    result = engine.invoke("history", *RUN, SESSION)
+
+    assert_fits(result)
+    lines = result.stdout.splitlines()
+    assert lines[0] == "cp-2"
+    assert lines[2:6] == [
+        "  parent cp-1; compared with the checkpoint before it, -",
+        "  + state plan: list, 19 bytes",
+        "  + executor planner: dict, 23 bytes",
+        "  + executor writer: dict, 55 bytes",
+    ]
+    assert "cp-3" in lines
