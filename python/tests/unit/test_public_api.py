@@ -55,3 +55,22 @@ def test_microsofts_names_are_exported_only_when_their_module_is_installed() -> 
 def test_microsofts_names_raise_attribute_error_when_absent(name: str) -> None:
     with pytest.raises(AttributeError, match=name):
         getattr(package, name)
+
+
+HISTORY_NAMES = {
+    "MongoDBCheckpointDiff",
+    "MongoDBHistoryEntry",
+    "MongoDBMessageCountChange",
+    "MongoDBPendingRequestChange",
+    "MongoDBValueChange",
+    "MongoDBValueSummary",
+    "checkpoint_history",
+    "diff_checkpoints",
+}
+
+
+def test_history_and_diff_are_public_on_both_paths() -> None:
+    assert set(checkpoints.__all__) >= HISTORY_NAMES
+    for name in HISTORY_NAMES:
+        assert getattr(package, name) is getattr(checkpoints, name)
+        assert getattr(checkpoints, name).__module__ == "agent_framework_mongodb.checkpoints.history"

@@ -30,6 +30,16 @@ from ..errors import (
     MongoDBTransientRetrievalError,
 )
 from .catalog import MongoDBCheckpointCatalog
+from .history import (
+    MongoDBCheckpointDiff,
+    MongoDBHistoryEntry,
+    MongoDBMessageCountChange,
+    MongoDBPendingRequestChange,
+    MongoDBValueChange,
+    MongoDBValueSummary,
+    checkpoint_history,
+    diff_checkpoints,
+)
 from .options import MongoDBCheckpointStorageOptions
 from .provisioning import ensure_checkpoint_indexes, validate_checkpoint_indexes
 from .pruning import (
@@ -57,6 +67,7 @@ __all__ = [
     "MongoDBCapabilityError",
     "MongoDBCheckpointCatalog",
     "MongoDBCheckpointClearResult",
+    "MongoDBCheckpointDiff",
     "MongoDBCheckpointNotFoundError",
     "MongoDBCheckpointPage",
     "MongoDBCheckpointStorage",
@@ -66,12 +77,15 @@ __all__ = [
     "MongoDBClearedRun",
     "MongoDBConcurrencyError",
     "MongoDBConfigurationError",
+    "MongoDBHistoryEntry",
     "MongoDBIndexError",
     "MongoDBIndexMismatchError",
     "MongoDBIndexMissingError",
     "MongoDBIntegrationError",
     "MongoDBIntegrityError",
     "MongoDBMappingError",
+    "MongoDBMessageCountChange",
+    "MongoDBPendingRequestChange",
     "MongoDBPersistenceError",
     "MongoDBPrunePlan",
     "MongoDBPruneResult",
@@ -85,6 +99,10 @@ __all__ = [
     "MongoDBTimeoutError",
     "MongoDBTransientPersistenceError",
     "MongoDBTransientRetrievalError",
+    "MongoDBValueChange",
+    "MongoDBValueSummary",
+    "checkpoint_history",
+    "diff_checkpoints",
     "ensure_checkpoint_indexes",
     "validate_checkpoint_indexes",
 ]

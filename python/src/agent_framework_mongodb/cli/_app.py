@@ -21,6 +21,7 @@ from ._connection import (
     resolve_deadlines,
 )
 from ._doctor import doctor
+from ._history import diff, history
 from ._indexes import indexes
 from ._prune import prune
 from ._runs import runs
@@ -102,6 +103,8 @@ cli.add_command(indexes)
 cli.add_command(runs)
 cli.add_command(checkpoints)
 cli.add_command(show)
+cli.add_command(history)
+cli.add_command(diff)
 cli.add_command(clear)
 cli.add_command(prune)
 cli.add_command(sign_run_command)
