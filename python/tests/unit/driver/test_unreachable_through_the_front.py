@@ -436,8 +436,11 @@ async def test_a_save_whose_allocation_reply_is_lost_is_applied_once(
     front.drop_reply_after_apply("findAndModify", times=lost)
     outcome = await timed(lambda: storage.save(TIMED_OUT))
 
-    # Sent, and retried by pymongo (under a deadline it retries until the deadline, not once).
-    assert front.command_names().count("findAndModify") >= allocations + lost + 1
+    # Sent, and retried by pymongo (under a deadline it retries until the deadline, not once): a save
+    # that succeeded sent one allocation per lost reply and one answered; one that ran out of deadline
+    # on a loaded machine may have sent fewer (CI's oldest-dependency run once saw two for two lost).
+    sent = front.command_names().count("findAndModify") - allocations
+    assert sent >= (lost + 1 if outcome.error is None else 1), (sent, outcome)
     if lost == 1:
         assert outcome.error is None, outcome
     if outcome.error is None:
