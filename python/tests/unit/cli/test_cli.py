@@ -242,6 +242,24 @@ def test_clear_deletes_only_that_run(engine: Engine) -> None:
     assert [run["session_id"] for run in remaining] == ["session-002"]
 
 
+def test_clear_of_an_unknown_run_says_so_and_fails(engine: Engine) -> None:
+    # issue 31: a mistyped session printed "Cleared ...: 0 checkpoint(s), ..." and exited 0.
+    save_run(engine, 2)
+    scope = ("--tenant", TENANT, "--application", APPLICATION)
+
+    result = engine.invoke("clear", *scope, "--workflow", WORKFLOW, "session-typo")
+
+    assert result.exit_code == 1, result.output
+    assert "Cleared" not in result.output
+    assert "[not_found]" in result.stderr
+    assert f"No run {WORKFLOW}/session-typo" in result.stderr
+    assert "nothing was cleared" in result.stderr
+    assert "runs --tenant" in result.stderr  # what to try
+    # The run that exists is untouched, and clearing it still works.
+    assert json.loads(engine.invoke("runs", *scope, "--json").stdout)[0]["session_id"] == SESSION
+    assert engine.invoke("clear", *scope, "--workflow", WORKFLOW, SESSION).exit_code == 0
+
+
 def test_clear_requires_the_workflow(engine: Engine) -> None:
     result = engine.invoke("clear", "--tenant", TENANT, SESSION)
     assert result.exit_code == 2
