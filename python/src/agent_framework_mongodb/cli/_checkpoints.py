@@ -12,6 +12,7 @@ from rich.table import Column, Table
 from ..checkpoints import MongoDBCheckpointSummary
 from ._connection import Connection
 from ._errors import run
+from ._hints import empty_checkpoints
 from ._options import allow_type_option, scope_options
 
 __all__ = ["checkpoints"]
@@ -114,7 +115,10 @@ def checkpoints(  # noqa: PLR0917 - Click passes every option
     )
     if as_json:
         click.echo(json.dumps([summary_json(summary) for summary in summaries], indent=2))
-    elif not summaries:
-        click.echo(f"No checkpoints are stored for {workflow}/{session}.")
-    else:
+    elif summaries:
         Console(soft_wrap=True).print(checkpoints_table(summaries))
+    if not summaries:  # why, and what to try: in place of the table, or on stderr beside the JSON
+        hint = empty_checkpoints(
+            connection, tenant=tenant, application=application, workflow=workflow, session=session
+        )
+        click.echo(hint, err=as_json)

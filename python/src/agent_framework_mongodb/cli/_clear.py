@@ -2,21 +2,15 @@
 
 from __future__ import annotations
 
-import shlex
-
 import click
 
 from ..checkpoints import MongoDBCheckpointClearResult
 from ._connection import Connection
 from ._errors import CommandFailure, run
+from ._hints import NO_APPLICATION_HINT, runs_command, scope_words
 from ._options import scope_options
 
-__all__ = ["clear", "scope_words"]
-
-
-def scope_words(tenant: str, application: str | None) -> str:
-    """``tenant T and application A`` (``(none)`` for runs stored without an application)."""
-    return f"tenant {tenant} and application {application or '(none)'}"
+__all__ = ["clear"]
 
 
 def nothing_deleted(result: MongoDBCheckpointClearResult) -> bool:
@@ -42,14 +36,11 @@ def clear(connection: Connection, tenant: str, application: str | None, workflow
 
     result = run(clear_one())
     if nothing_deleted(result):
-        listing = f"agent-framework-mongodb runs --tenant {shlex.quote(tenant)}" + (
-            f" --application {shlex.quote(application)}" if application else ""
-        )
-        hint = "" if application else "; runs saved with an application_id need --application"
+        hint = "" if application else f"; {NO_APPLICATION_HINT}"
         raise CommandFailure(
             "not_found",
             f"No run {workflow}/{session} for {scope_words(tenant, application)}: nothing was cleared. "
-            f"List the runs with `{listing}`{hint}.",
+            f"List the runs with `{runs_command(tenant, application)}`{hint}.",
         )
     click.echo(
         f"Cleared {workflow}/{session}: {result.checkpoints_deleted} checkpoint(s), "

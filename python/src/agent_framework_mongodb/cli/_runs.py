@@ -12,6 +12,7 @@ from rich.table import Table
 from ..checkpoints import MongoDBCheckpointCatalog, MongoDBRunSummary
 from ._connection import Connection
 from ._errors import run
+from ._hints import empty_runs
 from ._options import scope_options
 
 __all__ = ["runs"]
@@ -83,10 +84,15 @@ def runs(  # noqa: PLR0917 - Click passes every option
     as_json: bool,
 ) -> None:
     """List the tenant's runs, newest activity first."""
-    summaries = run(all_runs(connection, tenant=tenant, application=application, workflow=workflow))
-    if waiting:
-        summaries = [summary for summary in summaries if summary.waiting_for_input]
+    listed = run(all_runs(connection, tenant=tenant, application=application, workflow=workflow))
+    summaries = [summary for summary in listed if summary.waiting_for_input] if waiting else listed
     if as_json:
         click.echo(json.dumps([summary_json(summary) for summary in summaries], indent=2))
-    else:
+    elif summaries:
         Console(soft_wrap=True).print(runs_table(summaries))
+    if not summaries:  # why, and what to try: in place of the table, or on stderr beside the JSON
+        not_waiting = len(listed) if waiting else None
+        hint = empty_runs(
+            connection, tenant=tenant, application=application, workflow=workflow, not_waiting=not_waiting
+        )
+        click.echo(hint, err=as_json)

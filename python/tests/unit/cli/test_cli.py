@@ -162,6 +162,47 @@ def test_runs_reports_retained_checkpoints_and_saves_separately(
     assert dict(zip(names, cells, strict=True))["saves"] == "22"
 
 
+def test_an_empty_runs_listing_says_why_and_what_to_try(engine: Engine) -> None:
+    # issue 31: runs without --application showed an empty table and no hint.
+    save_run(engine, 1)  # saved with an application_id
+    where = f"in {DEFAULT_DATABASE_NAME}.{DEFAULT_COLLECTION_NAME}"
+
+    table = engine.invoke("runs", "--tenant", TENANT)
+    as_json = engine.invoke("runs", "--tenant", TENANT, "--json")
+
+    assert table.exit_code == 0, table.output
+    assert "┏" not in table.stdout  # no empty table
+    assert f"No runs for tenant {TENANT} and application (none) {where}" in table.stdout
+    assert "runs saved with an application_id are listed with --application" in table.stdout
+    assert as_json.exit_code == 0, as_json.output
+    assert json.loads(as_json.stdout) == []  # still machine-readable
+    assert "listed with --application" in as_json.stderr
+
+    scope = ("--tenant", TENANT, "--application", APPLICATION)
+    filtered = engine.invoke("runs", *scope, "--waiting", "--workflow", WORKFLOW)
+    assert f"No runs of workflow {WORKFLOW} waiting for input for tenant {TENANT} and application" in (
+        filtered.stdout
+    )
+    assert "1 run(s) are not waiting for input (drop --waiting)" in filtered.stdout
+    assert "drop --workflow" in filtered.stdout
+    assert "listed without --application" in filtered.stdout
+
+
+def test_an_empty_checkpoints_listing_says_why_and_what_to_try(engine: Engine) -> None:
+    save_run(engine, 1)
+
+    table = engine.invoke("checkpoints", "--tenant", TENANT, "--workflow", WORKFLOW, SESSION)
+    as_json = engine.invoke("checkpoints", "--tenant", TENANT, "--workflow", WORKFLOW, "--json", SESSION)
+
+    assert table.exit_code == 0, table.output
+    looked_in = f"for {WORKFLOW}/{SESSION} for tenant {TENANT} and application (none)"
+    assert f"No checkpoints are stored {looked_in}" in table.stdout
+    assert f"`agent-framework-mongodb runs --tenant {TENANT}`" in table.stdout
+    assert "runs saved with an application_id are listed with --application" in table.stdout
+    assert json.loads(as_json.stdout) == []
+    assert "listed with --application" in as_json.stderr
+
+
 def test_runs_requires_a_tenant(engine: Engine) -> None:
     result = engine.invoke("runs")
     assert result.exit_code == 2
