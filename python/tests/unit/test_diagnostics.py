@@ -265,7 +265,10 @@ def test_indexes_by_name() -> None:
     assert check.details["different"] == {RUN_ACTIVITY_INDEX.name: ["keys", "partialFilterExpression"]}
     assert "neither idempotent nor ordered" in check.summary
     assert check.fix is not None
-    assert f"Drop {RUN_ACTIVITY_INDEX.name}" in check.fix
+    assert (
+        f"indexes drop {RUN_ACTIVITY_INDEX.name} --yes`, then `agent-framework-mongodb indexes ensure`"
+        in (check.fix)
+    )
 
 
 def test_signing_keys() -> None:

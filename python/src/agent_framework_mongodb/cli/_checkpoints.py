@@ -6,13 +6,13 @@ import json
 from datetime import datetime
 
 import click
-from rich.console import Console
-from rich.table import Column, Table
 
 from ..checkpoints import MongoDBCheckpointSummary
 from ._connection import Connection
 from ._errors import run
+from ._hints import empty_checkpoints
 from ._options import allow_type_option, scope_options
+from ._tables import print_listing
 
 __all__ = ["checkpoints"]
 
@@ -65,12 +65,10 @@ def summary_json(summary: MongoDBCheckpointSummary) -> dict[str, object]:
     }
 
 
-def checkpoints_table(summaries: list[MongoDBCheckpointSummary]) -> Table:
-    """The checkpoints as a Rich table; ``-`` marks what a checkpoint does not have."""
-    # Ids fold onto further lines instead of being cut short: an operator copies them into ``show``.
-    table = Table(*(Column(header, overflow="fold") for header in _HEADERS))
-    for summary in summaries:
-        table.add_row(
+def checkpoint_rows(summaries: list[MongoDBCheckpointSummary]) -> list[tuple[str, ...]]:
+    """The checkpoints' cells under the headers; ``-`` marks what a checkpoint does not have."""
+    return [
+        (
             str(summary.sequence),
             summary.checkpoint_id,
             summary.parent_checkpoint_id or "-",
@@ -78,7 +76,8 @@ def checkpoints_table(summaries: list[MongoDBCheckpointSummary]) -> Table:
             "-" if summary.expires_at is None else summary.expires_at.isoformat(timespec="seconds"),
             "-" if summary.payload_bytes is None else f"{summary.payload_bytes:,}",
         )
-    return table
+        for summary in summaries
+    ]
 
 
 @click.command()
@@ -114,7 +113,10 @@ def checkpoints(  # noqa: PLR0917 - Click passes every option
     )
     if as_json:
         click.echo(json.dumps([summary_json(summary) for summary in summaries], indent=2))
-    elif not summaries:
-        click.echo(f"No checkpoints are stored for {workflow}/{session}.")
-    else:
-        Console(soft_wrap=True).print(checkpoints_table(summaries))
+    elif summaries:
+        print_listing(_HEADERS, checkpoint_rows(summaries))
+    if not summaries:  # why, and what to try: in place of the table, or on stderr beside the JSON
+        hint = empty_checkpoints(
+            connection, tenant=tenant, application=application, workflow=workflow, session=session
+        )
+        click.echo(hint, err=as_json)

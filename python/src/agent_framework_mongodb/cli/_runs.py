@@ -6,13 +6,13 @@ from __future__ import annotations
 import json
 
 import click
-from rich.console import Console
-from rich.table import Table
 
 from ..checkpoints import MongoDBCheckpointCatalog, MongoDBRunSummary
 from ._connection import Connection
 from ._errors import run
+from ._hints import empty_runs
 from ._options import scope_options
+from ._tables import print_listing
 
 __all__ = ["runs"]
 
@@ -52,11 +52,14 @@ def summary_json(summary: MongoDBRunSummary) -> dict[str, object]:
     }
 
 
-def runs_table(summaries: list[MongoDBRunSummary]) -> Table:
-    """The runs as a Rich table: "checkpoints" are those the run retains, "saves" those it made."""
-    table = Table("workflow", "session", "latest sequence", "checkpoints", "saves", "updated", "waiting")
-    for summary in summaries:
-        table.add_row(
+RUN_HEADERS = ("workflow", "session", "latest sequence", "checkpoints", "saves", "updated", "waiting")
+
+
+def run_rows(summaries: list[MongoDBRunSummary]) -> list[tuple[str, ...]]:
+    """The runs' cells under :data:`RUN_HEADERS`: "checkpoints" are those the run retains, "saves"
+    those it made."""
+    return [
+        (
             summary.workflow_name,
             summary.session_id,
             str(summary.latest_sequence),
@@ -65,7 +68,8 @@ def runs_table(summaries: list[MongoDBRunSummary]) -> Table:
             summary.updated_at.isoformat(timespec="seconds"),
             "yes" if summary.waiting_for_input else "no",
         )
-    return table
+        for summary in summaries
+    ]
 
 
 @click.command()
@@ -83,10 +87,15 @@ def runs(  # noqa: PLR0917 - Click passes every option
     as_json: bool,
 ) -> None:
     """List the tenant's runs, newest activity first."""
-    summaries = run(all_runs(connection, tenant=tenant, application=application, workflow=workflow))
-    if waiting:
-        summaries = [summary for summary in summaries if summary.waiting_for_input]
+    listed = run(all_runs(connection, tenant=tenant, application=application, workflow=workflow))
+    summaries = [summary for summary in listed if summary.waiting_for_input] if waiting else listed
     if as_json:
         click.echo(json.dumps([summary_json(summary) for summary in summaries], indent=2))
-    else:
-        Console(soft_wrap=True).print(runs_table(summaries))
+    elif summaries:
+        print_listing(RUN_HEADERS, run_rows(summaries))
+    if not summaries:  # why, and what to try: in place of the table, or on stderr beside the JSON
+        not_waiting = len(listed) if waiting else None
+        hint = empty_runs(
+            connection, tenant=tenant, application=application, workflow=workflow, not_waiting=not_waiting
+        )
+        click.echo(hint, err=as_json)

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import re
 import subprocess
 import sys
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -146,20 +149,145 @@ def test_runs_reports_retained_checkpoints_and_saves_separately(
     engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # issue 21: with keep_last=3 after 22 saves the "checkpoints" column said 22.
-    monkeypatch.setenv("COLUMNS", "200")  # Rich's width: every heading whole
     save_run(engine, 22, keep_last=3)
     scope = ("--tenant", TENANT, "--application", APPLICATION)
 
     (listed,) = json.loads(engine.invoke("runs", *scope, "--json").stdout)
     assert (listed["checkpoint_count"], listed["saves"], listed["checkpoint_count_capped"]) == (3, 22, False)
-    table = engine.invoke("runs", *scope)
+    table = engine.invoke("runs", *scope)  # not a terminal: tab-separated
     assert table.exit_code == 0, table.output
-    header = next(line for line in table.stdout.splitlines() if "checkpoints" in line)
-    row = next(line for line in table.stdout.splitlines() if SESSION in line)
-    cells = [cell.strip() for cell in row.split("│")[1:-1]]
-    names = [cell.strip() for cell in header.split("┃")[1:-1]]
+    header, row = table.stdout.splitlines()
+    cells = row.split("\t")
+    names = header.split("\t")
     assert dict(zip(names, cells, strict=True))["checkpoints"] == "3"
     assert dict(zip(names, cells, strict=True))["saves"] == "22"
+
+
+def test_an_empty_runs_listing_says_why_and_what_to_try(engine: Engine) -> None:
+    # issue 31: runs without --application showed an empty table and no hint.
+    save_run(engine, 1)  # saved with an application_id
+    where = f"in {DEFAULT_DATABASE_NAME}.{DEFAULT_COLLECTION_NAME}"
+
+    table = engine.invoke("runs", "--tenant", TENANT)
+    as_json = engine.invoke("runs", "--tenant", TENANT, "--json")
+
+    assert table.exit_code == 0, table.output
+    assert "┏" not in table.stdout  # no empty table
+    assert f"No runs for tenant {TENANT} and application (none) {where}" in table.stdout
+    assert "runs saved with an application_id are listed with --application" in table.stdout
+    assert as_json.exit_code == 0, as_json.output
+    assert json.loads(as_json.stdout) == []  # still machine-readable
+    assert "listed with --application" in as_json.stderr
+
+    scope = ("--tenant", TENANT, "--application", APPLICATION)
+    filtered = engine.invoke("runs", *scope, "--waiting", "--workflow", WORKFLOW)
+    assert f"No runs of workflow {WORKFLOW} waiting for input for tenant {TENANT} and application" in (
+        filtered.stdout
+    )
+    assert "1 run(s) are not waiting for input (drop --waiting)" in filtered.stdout
+    assert "drop --workflow" in filtered.stdout
+    assert "listed without --application" in filtered.stdout
+
+
+def test_an_empty_checkpoints_listing_says_why_and_what_to_try(engine: Engine) -> None:
+    save_run(engine, 1)
+
+    table = engine.invoke("checkpoints", "--tenant", TENANT, "--workflow", WORKFLOW, SESSION)
+    as_json = engine.invoke("checkpoints", "--tenant", TENANT, "--workflow", WORKFLOW, "--json", SESSION)
+
+    assert table.exit_code == 0, table.output
+    looked_in = f"for {WORKFLOW}/{SESSION} for tenant {TENANT} and application (none)"
+    assert f"No checkpoints are stored {looked_in}" in table.stdout
+    assert f"`agent-framework-mongodb runs --tenant {TENANT}`" in table.stdout
+    assert "runs saved with an application_id are listed with --application" in table.stdout
+    assert json.loads(as_json.stdout) == []
+    assert "listed with --application" in as_json.stderr
+
+
+LONG_WORKFLOW = "quarterly-expense-approval-with-escalation"
+LONG_SESSION = "session-2026-12-07-eu-west-customer-4711-retry-3"
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def test_listings_in_a_pipe_are_tab_separated_and_whole(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # issue 31: at 80 columns, and in a pipe, names and dates were cut short with "…".
+    monkeypatch.setenv("COLUMNS", "80")
+    (checkpoint_id,) = save_run(engine, 1, workflow_name=LONG_WORKFLOW, session_id=LONG_SESSION)
+    scope = ("--tenant", TENANT, "--application", APPLICATION)
+
+    runs = engine.invoke("runs", *scope)
+    checkpoints = engine.invoke("checkpoints", *scope, "--workflow", LONG_WORKFLOW, LONG_SESSION)
+
+    assert runs.exit_code == checkpoints.exit_code == 0, runs.output + checkpoints.output
+    for result in (runs, checkpoints):
+        assert "…" not in result.stdout
+        assert "┃" not in result.stdout
+    header, row = runs.stdout.splitlines()
+    assert header.split("\t") == [
+        "workflow",
+        "session",
+        "latest sequence",
+        "checkpoints",
+        "saves",
+        "updated",
+        "waiting",
+    ]
+    assert row.split("\t")[:2] == [LONG_WORKFLOW, LONG_SESSION]
+    assert datetime.fromisoformat(row.split("\t")[5])  # the whole date
+    header, row = checkpoints.stdout.splitlines()
+    assert header.split("\t")[:2] == ["sequence", "checkpoint"]
+    assert row.split("\t")[:3] == ["1", checkpoint_id, "-"]
+
+
+def test_listings_on_an_80_column_terminal_are_whole(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TTY_COMPATIBLE", "1")  # Rich: standard output is a terminal
+    monkeypatch.setenv("COLUMNS", "80")
+    (checkpoint_id,) = save_run(engine, 1, workflow_name=LONG_WORKFLOW, session_id=LONG_SESSION)
+    scope = ("--tenant", TENANT, "--application", APPLICATION)
+
+    narrow = engine.invoke("runs", *scope)
+    narrow_checkpoints = engine.invoke("checkpoints", *scope, "--workflow", LONG_WORKFLOW, LONG_SESSION)
+
+    assert narrow.exit_code == 0, narrow.output
+    lines = _ANSI.sub("", narrow.stdout).splitlines()
+    assert "…" not in narrow.stdout
+    assert all(len(line) <= 80 for line in lines), lines  # one block per run, a value to a line
+    assert f"workflow:        {LONG_WORKFLOW}" in lines
+    assert f"session:         {LONG_SESSION}" in lines
+    assert f"checkpoint:    {checkpoint_id}" in _ANSI.sub("", narrow_checkpoints.stdout).splitlines()
+
+    monkeypatch.setenv("COLUMNS", "250")  # wide enough: the table, every value whole
+    wide = _ANSI.sub("", engine.invoke("runs", *scope).stdout)
+    assert "┃" in wide
+    assert "…" not in wide
+    assert LONG_SESSION in wide
+
+
+def test_a_piped_listing_is_tab_separated(tmp_path: Path) -> None:
+    journal = tmp_path / "piped.journal"
+
+    async def save_one() -> None:
+        async with InMemoryMongoClient(path=journal) as client:
+            collection = client[DEFAULT_DATABASE_NAME][DEFAULT_COLLECTION_NAME]
+            await ensure_checkpoint_indexes(collection)
+            storage = MongoDBCheckpointStorage(
+                collection, options=make_options(workflow_name=LONG_WORKFLOW, session_id=LONG_SESSION)
+            )
+            await storage.save(make_checkpoint(workflow_name=LONG_WORKFLOW, previous=None, state={}))
+
+    asyncio.run(save_one())
+    command = ["--engine-file", str(journal), "runs", "--tenant", TENANT, "--application", APPLICATION]
+    piped = subprocess.run(  # noqa: S603 - the test's own interpreter and code
+        [sys.executable, "-m", "agent_framework_mongodb", *command],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "COLUMNS": "80"},
+    )
+    assert piped.returncode == 0, piped.stderr
+    assert piped.stdout.splitlines()[1].split("\t")[:2] == [LONG_WORKFLOW, LONG_SESSION]
 
 
 def test_runs_requires_a_tenant(engine: Engine) -> None:
@@ -212,9 +340,9 @@ def test_checkpoints_table_and_an_empty_run(engine: Engine) -> None:
 
     assert table.exit_code == 0, table.output
     assert "payload bytes" in table.stdout
-    # The id column's cells, read down the table: an id folds onto further lines, never cut short.
-    cells = [line.split("│")[2].strip() for line in table.stdout.splitlines() if line.startswith("│")]
-    assert "".join(cells) == checkpoint_id
+    # Not a terminal: tab-separated, the id whole.
+    header, row = table.stdout.splitlines()
+    assert row.split("\t")[header.split("\t").index("checkpoint")] == checkpoint_id
     assert empty.exit_code == 0, empty.output
     assert "No checkpoints are stored" in empty.stdout
     assert json.loads(engine.invoke("checkpoints", *scope, "--json", "session-none").stdout) == []
@@ -240,6 +368,24 @@ def test_clear_deletes_only_that_run(engine: Engine) -> None:
     assert "3 checkpoint(s), 0 chunk(s), 1 counter(s)" in result.stdout
     remaining = json.loads(engine.invoke("runs", *scope, "--json").stdout)
     assert [run["session_id"] for run in remaining] == ["session-002"]
+
+
+def test_clear_of_an_unknown_run_says_so_and_fails(engine: Engine) -> None:
+    # issue 31: a mistyped session printed "Cleared ...: 0 checkpoint(s), ..." and exited 0.
+    save_run(engine, 2)
+    scope = ("--tenant", TENANT, "--application", APPLICATION)
+
+    result = engine.invoke("clear", *scope, "--workflow", WORKFLOW, "session-typo")
+
+    assert result.exit_code == 1, result.output
+    assert "Cleared" not in result.output
+    assert "[not_found]" in result.stderr
+    assert f"No run {WORKFLOW}/session-typo" in result.stderr
+    assert "nothing was cleared" in result.stderr
+    assert "runs --tenant" in result.stderr  # what to try
+    # The run that exists is untouched, and clearing it still works.
+    assert json.loads(engine.invoke("runs", *scope, "--json").stdout)[0]["session_id"] == SESSION
+    assert engine.invoke("clear", *scope, "--workflow", WORKFLOW, SESSION).exit_code == 0
 
 
 def test_clear_requires_the_workflow(engine: Engine) -> None:

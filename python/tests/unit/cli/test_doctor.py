@@ -6,7 +6,9 @@ import asyncio
 import base64
 import json
 import os
+import re
 import secrets
+import shlex
 import subprocess
 import sys
 from collections.abc import Awaitable, Callable
@@ -128,7 +130,37 @@ def test_a_different_index_fails_by_name(healthy: Path) -> None:
     indexes = check_of(doctor(healthy, "--json"), "indexes")
     assert indexes["status"] == "fail"
     assert "checkpoint_run_activity" in indexes["details"]["different"]
-    assert indexes["fix"].startswith("Drop checkpoint_run_activity")
+    assert "`agent-framework-mongodb indexes drop checkpoint_run_activity --yes`" in indexes["fix"]
+
+
+def follow_fixes(engine: Path, result: Result) -> list[Result]:
+    """Run, in the order doctor printed them, the command-line commands of every fix (each in
+    backquotes) against ``engine``; each must succeed."""
+    followed: list[Result] = []
+    for check in json.loads(result.stdout)["checks"]:
+        if check["status"] == "ok" or not check["fix"]:
+            continue
+        for command in re.findall(r"`agent-framework-mongodb ([^`]*)`", check["fix"]):
+            outcome = CliRunner().invoke(cli, ["--engine-file", str(engine), *shlex.split(command)])
+            assert outcome.exit_code == 0, f"{check['name']}: {command}: {outcome.output}"
+            followed.append(outcome)
+    return followed
+
+
+def test_the_fix_for_a_different_index_works_in_order(healthy: Path) -> None:
+    # issue 31: the fix said "Drop checkpoint_run_activity" and no command did it.
+    async def replace(collection: InMemoryCollection) -> None:
+        await collection.drop_index("checkpoint_run_activity")
+        await collection.create_index([("unrelated", 1)], name="checkpoint_run_activity")
+
+    edit(healthy, replace)
+    followed = follow_fixes(healthy, doctor(healthy, "--json"))
+
+    assert len(followed) == 2  # the drop, then ensure
+    assert "dropped checkpoint_run_activity" in followed[0].stdout
+    after = doctor(healthy, "--json")
+    assert after.exit_code == 0, after.output
+    assert check_of(after, "indexes")["status"] == "ok"
 
 
 def test_a_default_collation_fails(tmp_path: Path) -> None:
@@ -142,6 +174,68 @@ def test_a_default_collation_fails(tmp_path: Path) -> None:
     assert collation["status"] == "fail"
     assert "'fr'" in collation["summary"]
     assert "new collection" in collation["fix"]
+
+
+def test_the_fixes_for_a_default_collation_work_in_order(tmp_path: Path) -> None:
+    # issue 31: the indexes check said to run indexes ensure, which refuses such a collection.
+    engine = tmp_path / "collated.journal"
+    with pytest.raises(Exception, match="default collation"):
+        asyncio.run(provision(engine, collation=Collation("fr")))
+    result = doctor(engine, "--json")
+    indexes = check_of(result, "indexes")
+    collation = check_of(result, "collation")
+    assert indexes["status"] == collation["status"] == "fail"
+    assert "`" not in indexes["fix"]  # no command of its own: the collation comes first
+    assert "recreate the collection" in indexes["fix"]
+    assert "must be recreated" in collation["fix"]
+    drop_old = f'db.getSiblingDB("{DEFAULT_DATABASE_NAME}").getCollection("{DEFAULT_COLLECTION_NAME}").drop()'
+    assert f"`{drop_old}`" in collation["fix"]
+
+    (ensured,) = follow_fixes(engine, result)
+
+    assert f"--collection {DEFAULT_COLLECTION_NAME}_v2" in collation["fix"]
+    assert "ensured checkpoint_run_activity" in ensured.stdout
+    recreated = CliRunner().invoke(
+        cli,
+        ["--engine-file", str(engine), "--collection", f"{DEFAULT_COLLECTION_NAME}_v2", "doctor", "--json"],
+    )
+    assert (check_of(recreated, "indexes")["status"], check_of(recreated, "collation")["status"]) == (
+        "ok",
+        "ok",
+    )
+
+
+def test_indexes_drop_takes_only_the_packages_indexes_that_differ_and_needs_yes(healthy: Path) -> None:
+    def indexes(*args: str) -> Result:
+        return CliRunner().invoke(cli, ["--engine-file", str(healthy), "indexes", *args])
+
+    for foreign in ("_id_", "my_own_index"):
+        refused = indexes("drop", foreign, "--yes")
+        assert refused.exit_code == 2, refused.output
+        assert "checkpoint_run_activity" in refused.stderr  # the names it takes
+    as_defined = indexes("drop", "checkpoint_run_activity", "--yes")
+    assert as_defined.exit_code == 1
+    assert "as defined: not dropped" in as_defined.stderr
+
+    async def replace(collection: InMemoryCollection) -> None:
+        await collection.drop_index("checkpoint_scope_sequence")
+        await collection.create_index([("unrelated", 1)], name="checkpoint_scope_sequence", unique=True)
+
+    edit(healthy, replace)
+    dry = indexes("drop", "checkpoint_scope_sequence")
+    assert dry.exit_code == 0, dry.output
+    assert "would drop checkpoint_scope_sequence" in dry.stdout
+    assert "pass --yes" in dry.stdout
+    assert "neither idempotent nor ordered" in dry.stdout  # a unique index
+    assert check_of(doctor(healthy, "--json"), "indexes")["details"]["different"]  # still there
+    dropped = indexes("drop", "checkpoint_scope_sequence", "--yes")
+    assert dropped.exit_code == 0, dropped.output
+    assert check_of(doctor(healthy, "--json"), "indexes")["details"]["missing"] == [
+        "checkpoint_scope_sequence"
+    ]
+    gone = indexes("drop", "checkpoint_scope_sequence", "--yes")
+    assert gone.exit_code == 1
+    assert "[not_found]" in gone.stderr
 
 
 def test_unsigned_is_a_warning_and_strict_makes_it_fail(

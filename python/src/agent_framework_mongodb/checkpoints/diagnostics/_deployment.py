@@ -9,14 +9,16 @@ replica set, a cluster-wide write concern) is reported as skipped.
 
 from __future__ import annotations
 
+import json
 import re
+import shlex
 from collections.abc import Awaitable, Mapping
 from typing import Any, Final, Protocol, cast
 
 from pymongo.errors import OperationFailure, PyMongoError
 
 from ...errors import MongoDBIntegrationError, MongoDBTimeoutError
-from ..connection import wait_for_server
+from ..connection import DEFAULT_COLLECTION_NAME, DEFAULT_DATABASE_NAME, wait_for_server
 from ..deadlines import bounded, operation_deadline
 from ..driver import CheckpointClient, CheckpointCollection
 from ..indexes import CHECKPOINT_INDEXES, ID_INDEX_NAME, collation_conflict, index_differences
@@ -26,6 +28,7 @@ __all__ = [
     "MINIMUM_SERVER",
     "MINIMUM_SHARDED_LOOKUP",
     "check_deployment",
+    "cli_command",
     "collation_check",
     "connection_check",
     "feature_compatibility_check",
@@ -49,9 +52,7 @@ _FCV_BY_HAND_ON_MONGOS: Final = (
 )
 
 _UNAUTHORIZED = 13
-_ENSURE = (
-    "Run `agent-framework-mongodb indexes ensure` (a deploy-time step; see docs/deployment.md, Indexes)."
-)
+_CLI = "agent-framework-mongodb"
 _ENGINE = "the in-process engine"
 
 Unanswered = PyMongoError | MongoDBTimeoutError
@@ -115,13 +116,14 @@ async def check_deployment(
         fcv = await _feature_compatibility(admin, sharded=sharded)
         listed = await _listed_indexes(collection)
         default = None if in_process else await _ask(admin.command({"getDefaultRWConcern": 1}))
+    where = {"database_name": database_name, "collection_name": collection_name}
     return [
         connection,
         server_version_check(build, in_process=in_process, sharded=sharded),
         feature_compatibility_check(fcv, in_process=in_process, sharded=sharded),
         topology_check(hello, in_process=in_process),
-        indexes_check(listed),
-        collation_check(listed),
+        indexes_check(listed, **where),
+        collation_check(listed, **where),
         write_concern_check(_write_concern(collection), default, in_process=in_process),
         retryable_writes_check(_retry_writes(client)),
         read_preference_check(_mode(collection)),
@@ -265,11 +267,39 @@ def topology_check(hello: Mapping[str, Any] | Unanswered, *, in_process: bool = 
     )
 
 
-def indexes_check(listed: Mapping[str, Mapping[str, Any]] | Unanswered) -> Check:
-    """Every required index present with its exact definition, by name (``list_indexes``)."""
+def cli_command(
+    database_name: str = DEFAULT_DATABASE_NAME, collection_name: str = DEFAULT_COLLECTION_NAME
+) -> str:
+    """The command line's program with the ``--database`` and ``--collection`` the collection needs
+    (none for the defaults); the connection itself (``MONGODB_URI`` or ``--uri``) is the reader's."""
+    words = [_CLI]
+    if database_name != DEFAULT_DATABASE_NAME:
+        words.append(f"--database {shlex.quote(database_name)}")
+    if collection_name != DEFAULT_COLLECTION_NAME:
+        words.append(f"--collection {shlex.quote(collection_name)}")
+    return " ".join(words)
+
+
+def _ensure(command: str) -> str:
+    return f"`{command} indexes ensure` (a deploy-time step; see docs/deployment.md, Indexes)"
+
+
+def indexes_check(
+    listed: Mapping[str, Mapping[str, Any]] | Unanswered,
+    *,
+    database_name: str = DEFAULT_DATABASE_NAME,
+    collection_name: str = DEFAULT_COLLECTION_NAME,
+) -> Check:
+    """Every required index present with its exact definition, by name (``list_indexes``).
+
+    The fix is commands to run in order: each different index dropped (``indexes drop NAME --yes``),
+    then ``indexes ensure``; on a collection with a default collation, which ``indexes ensure``
+    refuses, the collation check's fix comes first.
+    """
     name = "indexes"
+    command = cli_command(database_name, collection_name)
     if isinstance(listed, _UNANSWERED):
-        return _unanswered(name, listed, "agent-framework-mongodb indexes validate")
+        return _unanswered(name, listed, f"{command} indexes validate")
     missing = [spec.name for spec in CHECKPOINT_INDEXES if spec.name not in listed]
     different = {
         spec.name: index_differences(spec, listed[spec.name])
@@ -296,12 +326,30 @@ def indexes_check(listed: Mapping[str, Mapping[str, Any]] | Unanswered) -> Check
     consequence = (
         f"; without {' and '.join(unique)} saves are neither idempotent nor ordered" if unique else ""
     )
-    fix = _ENSURE if not different else f"Drop {', '.join(different)}, then: {_ENSURE}"
+    if collation_conflict(listed) is not None:
+        fix = (
+            "First recreate the collection without its default collation (the collation check's fix): "
+            "indexes ensure refuses this one."
+        )
+    elif different:
+        drops = ", ".join(f"`{command} indexes drop {index} --yes`" for index in different)
+        fix = f"Run {drops}, then {_ensure(command)}, with the writers quiet."
+    else:
+        fix = f"Run {_ensure(command)}."
     return Check(name, Status.FAIL, f"Indexes {'; '.join(problems)}{consequence}.", fix, details)
 
 
-def collation_check(listed: Mapping[str, Mapping[str, Any]] | Unanswered) -> Check:
-    """No default collation on the collection (its ``_id_`` index would take it)."""
+def collation_check(
+    listed: Mapping[str, Mapping[str, Any]] | Unanswered,
+    *,
+    database_name: str = DEFAULT_DATABASE_NAME,
+    collection_name: str = DEFAULT_COLLECTION_NAME,
+) -> Check:
+    """No default collation on the collection (its ``_id_`` index would take it).
+
+    The fix recreates it: ``indexes ensure`` on a new collection (which it creates with the simple
+    collation), the workers and the command line pointed at it, and the old one dropped in mongosh.
+    """
     name = "collation"
     if isinstance(listed, _UNANSWERED):
         return _unanswered(name, listed, "db.getCollectionInfos()")
@@ -318,9 +366,20 @@ def collation_check(listed: Mapping[str, Mapping[str, Any]] | Unanswered) -> Che
         name,
         Status.FAIL,
         conflict.split(". ")[0] + ".",
-        "A default collation cannot be changed: use a new collection created without one "
-        "(--collection, collection_name), then run indexes ensure.",
+        _recreate(database_name, collection_name),
         {"collation": dict(cast("Mapping[str, Any]", listed[ID_INDEX_NAME].get("collation", {})))},
+    )
+
+
+def _recreate(database_name: str, collection_name: str) -> str:
+    new = f"{collection_name}_v2"
+    old = f"db.getSiblingDB({json.dumps(database_name)}).getCollection({json.dumps(collection_name)})"
+    return (
+        "A default collation cannot be changed, so the collection must be recreated: run "
+        f"{_ensure(cli_command(database_name, new))}, which creates a new collection {new} with the "
+        f"simple collation; set collection_name={new!r} in every worker and --collection {new} for this "
+        f"command line; finish or clear the runs left in {collection_name}, then drop it in mongosh: "
+        f"`{old}.drop()`."
     )
 
 
