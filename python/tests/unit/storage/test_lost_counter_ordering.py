@@ -120,10 +120,12 @@ async def test_ordering_holds_when_no_checkpoint_was_retained_at_all(collection:
 async def test_the_grace_is_the_servers_time_not_the_clients(collection: InMemoryCollection) -> None:
     # With the server's clock barely moved, the grace holds even though the storage's own
     # options would say a client-measured grace had passed: nothing but $$NOW decides it.
-    storage = make_storage(collection, operation_timeout=0.5)
+    # A 2 s deadline (a 4 s grace): CI's loaded runs once took 0.61 s for one save on the engine.
+    storage = make_storage(collection, operation_timeout=2.0)
+    assert storage.options.counter_recheck_grace == timedelta(seconds=4)
     await storage.save(make_checkpoint("cp-1"))
-    await asyncio.sleep(1.1)  # more than the 1 s grace by the client's clock
-    advance_server_clock(collection, timedelta(seconds=-5))
+    await asyncio.sleep(4.2)  # more than the grace by the client's clock
+    advance_server_clock(collection, timedelta(seconds=-5))  # the server's: 0.8 s before cp-1's allocation
     proxy = ProxyCollection(collection)
-    await make_storage(proxy, operation_timeout=0.5).save(make_checkpoint("cp-2"))
+    await make_storage(proxy, operation_timeout=2.0).save(make_checkpoint("cp-2"))
     assert "find_one" in proxy.trip_names, "an allocation inside the server's grace skipped the check"
