@@ -7,7 +7,7 @@ from typing import Any
 
 import bson
 from pymongo import DeleteMany, DeleteOne, InsertOne, ReplaceOne, UpdateMany, UpdateOne
-from pymongo.common import validate_list
+from pymongo.common import validate_list  # pyright: ignore[reportUnknownVariableType] - untyped return in pymongo 4.13
 from pymongo.errors import BulkWriteError, ConfigurationError, InvalidOperation, OperationFailure
 from pymongo.results import BulkWriteResult, UpdateResult
 
