@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine
+import contextlib
+from collections.abc import Coroutine, Generator
 from typing import Any, TypeVar
 
 import click
@@ -11,7 +12,7 @@ from pymongo.errors import PyMongoError
 
 from ..errors import MongoDBIntegrationError
 
-__all__ = ["FAILURE_STATUS", "CommandFailure", "run"]
+__all__ = ["FAILURE_STATUS", "CommandFailure", "allow_type_hint", "run"]
 
 FAILURE_STATUS = 1
 
@@ -43,3 +44,16 @@ def run(coroutine: Coroutine[Any, Any, T]) -> T:
         raise CommandFailure(error.category, str(error)) from error
     except PyMongoError as error:
         raise CommandFailure("driver", f"The MongoDB driver failed ({type(error).__name__}).") from error
+
+
+@contextlib.contextmanager
+def allow_type_hint() -> Generator[None]:
+    """A ``[mapping]`` failure naming a class to allow says how to allow it on the command line."""
+    try:
+        yield
+    except CommandFailure as failure:
+        if failure.category != "mapping" or "allowed_checkpoint_types" not in failure.message:
+            raise
+        raise CommandFailure(
+            failure.category, f"{failure.message} Here: --allow-type MODULE:QUALNAME (repeatable)."
+        ) from failure

@@ -29,22 +29,13 @@ from ..checkpoints import (
     diff_checkpoints,
 )
 from ._connection import Connection
-from ._errors import CommandFailure, run
+from ._errors import CommandFailure, allow_type_hint, run
 from ._options import allow_type_option, json_option, scope_options
 
 __all__ = ["diff", "history"]
 
 _SIGNS = {"added": "+", "removed": "-", "changed": "~", "resolved": "-", "unchanged": "="}
 _INDENT = "  "
-
-
-def _with_allow_type_hint(failure: CommandFailure) -> CommandFailure:
-    """A ``[mapping]`` failure naming a class to allow says how to allow it here, as ``show`` does."""
-    if failure.category != "mapping" or "allowed_checkpoint_types" not in failure.message:
-        return failure
-    return CommandFailure(
-        failure.category, f"{failure.message} Here: --allow-type MODULE:QUALNAME (repeatable)."
-    )
 
 
 def printable(text: str) -> str:
@@ -194,10 +185,8 @@ def history(  # noqa: PLR0917 - Click passes every option
                 printed += 1
         return printed
 
-    try:
+    with allow_type_hint():
         printed = run(walk())
-    except CommandFailure as failure:
-        raise _with_allow_type_hint(failure) from failure
     if as_json:
         click.echo("[]" if printed == 0 else "\n]")
     elif printed == 0:
@@ -317,10 +306,8 @@ def diff(  # noqa: PLR0917 - Click passes every option
                 await _load(storage, "CHECKPOINT_B", checkpoint_b),
             )
 
-    try:
+    with allow_type_hint():
         first, second = run(load_both())
-    except CommandFailure as failure:
-        raise _with_allow_type_hint(failure) from failure
     compared = diff_checkpoints(first, second)
     if as_json:
         click.echo(json.dumps(compared.to_dict(), indent=2))

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ._connection import Connection
-from ._errors import CommandFailure, run
+from ._errors import allow_type_hint, run
 from ._options import allow_type_option, scope_options
 
 __all__ = ["show"]
@@ -108,14 +108,8 @@ def show(  # noqa: PLR0917 - Click passes every option
         ) as storage:
             return await storage.load(checkpoint_id)
 
-    try:
+    with allow_type_hint():
         checkpoint = run(load())
-    except CommandFailure as failure:
-        if failure.category != "mapping" or "allowed_checkpoint_types" not in failure.message:
-            raise
-        raise CommandFailure(
-            failure.category, f"{failure.message} Here: --allow-type MODULE:QUALNAME (repeatable)."
-        ) from failure
     if raw:
         click.echo(json.dumps(checkpoint.to_dict(), indent=2, default=repr))
     elif as_json:
