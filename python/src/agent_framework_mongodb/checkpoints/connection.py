@@ -35,6 +35,7 @@ from ..errors import (
 from ._connection_failures import FailureReason, failure_reason, topology_failure_reason
 from .deadlines import backstop_only, bounded, operation_deadline
 from .driver import CheckpointClient, CheckpointCollection, CheckpointDatabase, Document
+from .engine_uri import is_engine_uri, open_engine
 
 __all__ = [
     "DEFAULT_COLLECTION_NAME",
@@ -120,12 +121,17 @@ def create_owned_client(
 ) -> CheckpointClient:
     """Build the ``AsyncMongoClient`` a storage owns. The async client connects lazily: no I/O.
 
+    An ``engine:PATH`` connection string gives the file-backed in-process engine instead, which
+    reads its file here (:mod:`.engine_uri`); ``defaults`` do not apply to it.
+
     ``defaults`` are client options (pymongo's keyword names, such as ``serverSelectionTimeoutMS``)
     that apply only where the connection string does not set the same option: pymongo lets a
     keyword win over the URI, so an option the URI names is left out here and the URI's stands.
     """
     if not _is_nonempty_str(connection_string):
         raise MongoDBConfigurationError("connection_string must be a non-empty str.")
+    if is_engine_uri(connection_string):
+        return open_engine(connection_string)
     given = uri_options(connection_string)
     extra = {name: value for name, value in (defaults or {}).items() if name.lower() not in given}
     try:
