@@ -17,18 +17,16 @@ from ._tables import print_listing
 __all__ = ["fork"]
 
 
-class _Keep(click.ParamType):
-    """``latest``, ``chain`` or a count of at least 1."""
-
-    name = "latest|chain|N"
-
-    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> ForkKeep:
-        text = str(value).strip().lower()
-        if text in {"latest", "chain"}:
-            return "latest" if text == "latest" else "chain"
-        if not text.isdigit() or int(text) < 1:
-            self.fail(f"{value!r} is not 'latest', 'chain' or a count of at least 1", param, ctx)
-        return int(text)
+def _keep(ctx: click.Context, param: click.Parameter, value: str) -> ForkKeep:
+    """``latest``, ``chain`` or a count of at least 1 (a callback: Click's ``ParamType`` is
+    generic only in its newest releases)."""
+    del ctx, param
+    text = value.strip().lower()
+    if text in {"latest", "chain"}:
+        return "latest" if text == "latest" else "chain"
+    if not text.isdigit() or int(text) < 1:
+        raise click.BadParameter(f"{value!r} is not 'latest', 'chain' or a count of at least 1")
+    return int(text)
 
 
 def summary_lines(result: MongoDBForkResult) -> list[str]:
@@ -54,8 +52,9 @@ def summary_lines(result: MongoDBForkResult) -> list[str]:
 )
 @click.option(
     "--keep",
-    type=_Keep(),
+    callback=_keep,
     default="latest",
+    metavar="latest|chain|N",
     show_default=True,
     help="Copy the checkpoint alone (latest), it and its N-1 nearest ancestors (N), or every "
     "ancestor (chain).",
