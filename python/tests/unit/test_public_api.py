@@ -74,3 +74,10 @@ def test_history_and_diff_are_public_on_both_paths() -> None:
     for name in HISTORY_NAMES:
         assert getattr(package, name) is getattr(checkpoints, name)
         assert getattr(checkpoints, name).__module__ == "agent_framework_mongodb.checkpoints.history"
+
+
+def test_fork_is_public_on_both_paths() -> None:
+    assert "MongoDBForkResult" in checkpoints.__all__
+    assert package.MongoDBForkResult is checkpoints.MongoDBForkResult
+    assert checkpoints.MongoDBForkResult.__module__ == "agent_framework_mongodb.checkpoints.forking"
+    assert callable(checkpoints.MongoDBCheckpointStorage.fork_run)

@@ -30,6 +30,7 @@ from ..errors import (
     MongoDBTransientRetrievalError,
 )
 from .catalog import MongoDBCheckpointCatalog
+from .forking import MongoDBForkResult
 from .history import (
     MongoDBCheckpointDiff,
     MongoDBHistoryEntry,
@@ -77,6 +78,7 @@ __all__ = [
     "MongoDBClearedRun",
     "MongoDBConcurrencyError",
     "MongoDBConfigurationError",
+    "MongoDBForkResult",
     "MongoDBHistoryEntry",
     "MongoDBIndexError",
     "MongoDBIndexMismatchError",

@@ -72,6 +72,7 @@ from .documents import (
     utc_now,
 )
 from .driver import CheckpointClient, CheckpointCollection, Document
+from .forking import ForkKeep, MongoDBForkResult, fork_run
 from .indexes import CHECKPOINT_INDEXES, SIMPLE_COLLATION
 from .ledger import LedgerCheck, read_ledger, read_with_ledger, record_deletion
 from .options import MongoDBCheckpointStorageOptions, validate_identifier
@@ -501,6 +502,32 @@ class MongoDBCheckpointStorage(CheckpointStorage):
             )
             record.result_count = len(page.runs)
             return page
+
+    async def fork_run(
+        self, *, to_session_id: str, checkpoint_id: str | None = None, keep: ForkKeep = "latest"
+    ) -> MongoDBForkResult:
+        """Copy the bound run up to ``checkpoint_id`` (its latest by default) into the run
+        ``to_session_id`` of the same workflow, so the copy can be resumed with another answer.
+
+        ``keep`` selects what is copied: ``"latest"`` (the checkpoint alone), ``N`` (it and its
+        ``N - 1`` nearest ancestors by ``previous_checkpoint_id``) or ``"chain"`` (every ancestor the
+        run holds). Ids and lineage are kept, so the copy resumes with the same ``checkpoint_id`` on
+        ``storage.for_session(to_session_id)``; this run is only read. Each copied checkpoint is
+        loaded through this storage's loader (verified first, with signing keys) and saved into the
+        target with its settings (signed with the first key, ``ttl`` from now), oldest first.
+        Repeating a fork, or finishing one that stopped part way, copies only what is missing.
+
+        Raises:
+            MongoDBConfigurationError: An argument is invalid, the target is this run, or the target
+                holds checkpoints other than this fork's; nothing was written.
+            MongoDBCheckpointNotFoundError: This run has no such (or no) checkpoint.
+            MongoDBIntegrityError: With signing keys, a checkpoint to copy does not verify; nothing
+                was written.
+        """
+        self._require_open()
+        return await fork_run(
+            self._collection, self, to_session_id=to_session_id, checkpoint_id=checkpoint_id, keep=keep
+        )
 
     async def clear_run(self) -> MongoDBCheckpointClearResult:
         """Delete every checkpoint of the bound run, then its chunks, then its sequence counter.

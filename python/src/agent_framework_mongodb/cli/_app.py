@@ -21,6 +21,7 @@ from ._connection import (
     resolve_deadlines,
 )
 from ._doctor import doctor
+from ._fork import fork
 from ._history import diff, history
 from ._indexes import indexes
 from ._prune import prune
@@ -105,6 +106,7 @@ cli.add_command(checkpoints)
 cli.add_command(show)
 cli.add_command(history)
 cli.add_command(diff)
+cli.add_command(fork)
 cli.add_command(clear)
 cli.add_command(prune)
 cli.add_command(sign_run_command)

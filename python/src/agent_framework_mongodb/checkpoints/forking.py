@@ -1,0 +1,345 @@
+"""Forking a run: copy a run's checkpoints up to a chosen one into another session of the same workflow.
+
+The copy keeps every checkpoint's id and ``previous_checkpoint_id``: ids are unique per run
+(``checkpoint_scope_identity`` is keyed by the run's scope and the id), so the same id in another
+session is another document, and an application resumes the copy with the very id it would have
+resumed the source with, on the copy's storage (``docs/adr/0036-fork-a-run.md``).
+
+**Why the copy is re-encoded.** A chunk's address (its ``_id``) is a SHA-256 over the *run's* chunk
+context and its bytes (ADR 0018), so the same leaf in two runs is two documents: a chunk can be
+neither found nor verified from another run, ``clear_run`` and the collection of one run never touch
+another's, and ``_id`` stays unique in the collection. The copy therefore cannot reference the
+source's chunks, and MongoDB has no SHA-256 to re-address them on the server. Each selected checkpoint
+is read through the source storage's own loader (verified, with signing keys, before anything is
+parsed; a page's chunks in one fetch) and saved through the target storage's own ``save``: the
+target writes each distinct leaf once (its chunk memory spans the whole fork), signs with its first
+key, allocates sequences in the copy's order and sets chunk expiry and touches as for any save.
+
+**Order and retries.** The selection is copied oldest first, one save at a time, so the target always
+holds a prefix of it; a chunked checkpoint's chunks are stored before its root, so a reader never
+loads a half-copied checkpoint. A fork that stopped part way, or a retried one, finds that prefix,
+checks that each copied checkpoint has the source's identity hash, and copies the rest; a target
+holding anything else is refused before any write.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Final, Literal
+
+from .._telemetry import completion_log, count_round_trip, target_of
+from ..errors import (
+    MongoDBCheckpointNotFoundError,
+    MongoDBConfigurationError,
+    MongoDBIntegrityError,
+    translated_driver_errors,
+)
+from .codec import CHUNKED_PAYLOAD_FORMAT, CheckpointCodec
+from .codec.signing import PayloadSigner
+from .deadlines import operation_deadline
+from .documents import ENVELOPE_PROJECTION, PAYLOAD_BYTES_FIELD, SignaturePolicy
+from .driver import CheckpointCollection, Document
+from .indexes import SIMPLE_COLLATION
+from .ledger import LedgerCheck, read_ledger
+from .options import validate_identifier
+from .paging import PagePosition, encode_cursor
+from .queries import ASCENDING_SEQUENCE, page_filter
+from .reading import CheckpointDecoder
+from .scope import RunScope
+from .sequences import sequence_of
+from .strict import MongoDBStrictSaveFailure
+
+if TYPE_CHECKING:
+    from agent_framework import WorkflowCheckpoint
+
+    from .storage import MongoDBCheckpointStorage
+
+__all__ = ["ForkKeep", "MongoDBForkResult", "fork_run"]
+
+ForkKeep = Literal["latest", "chain"] | int
+"""What a fork copies: ``"latest"`` (the chosen checkpoint alone), ``"chain"`` (it and every
+ancestor the run still holds) or ``N`` (it and its ``N - 1`` nearest ancestors)."""
+
+_ENVELOPE_PAGE: Final = 1_000
+"""Envelopes (no payload, a few hundred bytes each) read per round trip while planning."""
+_COPY_PAGE: Final = 20
+"""Checkpoints decoded per page while copying: a page's chunks are fetched in one round trip, and
+only one page of decoded checkpoints is held at a time."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class MongoDBForkResult:
+    """What :meth:`MongoDBCheckpointStorage.fork_run` copied.
+
+    Attributes:
+        workflow_name: The workflow of both runs.
+        source_session_id: The run copied from (unchanged).
+        session_id: The run copied into; resume it with ``storage.for_session(session_id)``.
+        checkpoint_id: The checkpoint forked at: the copy's latest, to resume with
+            ``run(checkpoint_id=...)``.
+        checkpoint_ids: The copied checkpoints, oldest first (the same ids as in the source).
+        copied: Checkpoints saved into the target by this call.
+        already_copied: Checkpoints an earlier, interrupted or repeated fork had already copied
+            (found in the target with the source's identity hash); ``copied + already_copied`` is
+            ``len(checkpoint_ids)``.
+        payload_bytes: The encoded size of the copied checkpoints' state, summed (each whole, as
+            ``payload_bytes`` records it); what a copy without shared chunks would send.
+        signed: Whether the copy was signed (the storage has signing keys, and every source
+            checkpoint verified first).
+    """
+
+    workflow_name: str
+    source_session_id: str
+    session_id: str
+    checkpoint_id: str
+    checkpoint_ids: tuple[str, ...]
+    copied: int
+    already_copied: int
+    payload_bytes: int
+    signed: bool
+
+    def to_dict(self) -> dict[str, object]:
+        """The result as JSON-ready values."""
+        return {
+            "workflow_name": self.workflow_name,
+            "source_session_id": self.source_session_id,
+            "session_id": self.session_id,
+            "checkpoint_id": self.checkpoint_id,
+            "checkpoint_ids": list(self.checkpoint_ids),
+            "copied": self.copied,
+            "already_copied": self.already_copied,
+            "payload_bytes": self.payload_bytes,
+            "signed": self.signed,
+        }
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Plan:
+    selection: tuple[Document, ...]
+    """The source envelopes to copy, oldest first."""
+    done: int
+    """How many of them the target already holds (a prefix)."""
+    before_first: PagePosition | None
+    """The source checkpoint just before the first one still to copy, as a page cursor's position."""
+
+
+async def fork_run(
+    collection: CheckpointCollection,
+    source: MongoDBCheckpointStorage,
+    *,
+    to_session_id: str,
+    checkpoint_id: str | None = None,
+    keep: ForkKeep = "latest",
+) -> MongoDBForkResult:
+    """Copy ``source``'s run up to ``checkpoint_id`` (its latest by default) into ``to_session_id``.
+
+    Planning reads envelopes only, under one ``operation_timeout``; each page read and each save of
+    the copy is then an operation of its own, with its own deadline.
+
+    Raises:
+        MongoDBConfigurationError: An argument is invalid, the target is the source, or the target
+            holds checkpoints that are not this fork's prefix; nothing was written.
+        MongoDBCheckpointNotFoundError: The source run has no live checkpoint with that id (or none).
+        MongoDBIntegrityError: With signing keys, a selected source checkpoint (or one the target
+            already holds) does not verify; nothing was written.
+    """
+    options = source.options
+    validate_identifier("to_session_id", to_session_id)
+    if checkpoint_id is not None:
+        validate_identifier("checkpoint_id", checkpoint_id)
+    limit = _limit_of(keep)
+    if to_session_id == options.session_id:
+        raise MongoDBConfigurationError("fork_run copies a run into another session, not into itself.")
+    target = source.for_session(to_session_id)
+    keys = tuple(options.signing_keys)
+    signer = PayloadSigner(keys) if keys else None
+    source_scope = RunScope.from_options(options)
+    target_scope = RunScope.from_options(target.options)
+    with completion_log("fork_run", target_of(collection)) as record:
+        with operation_deadline(options.operation_timeout):
+            plan = await _plan(
+                collection,
+                source_scope,
+                target_scope,
+                signer,
+                checkpoint_id=checkpoint_id,
+                limit=limit,
+                max_bytes=options.max_checkpoint_bytes,
+            )
+        copied = await _copy(source, target, plan)
+        record.result_count = copied
+    selection = plan.selection
+    return MongoDBForkResult(
+        workflow_name=options.workflow_name,
+        source_session_id=options.session_id,
+        session_id=to_session_id,
+        checkpoint_id=str(selection[-1]["checkpoint_id"]),
+        checkpoint_ids=tuple(str(document["checkpoint_id"]) for document in selection),
+        copied=copied,
+        already_copied=plan.done,
+        payload_bytes=sum(_payload_bytes(document) for document in selection),
+        signed=signer is not None,
+    )
+
+
+def _limit_of(keep: object) -> int | None:
+    """How many checkpoints ``keep`` asks for, ``None`` for the whole chain."""
+    if keep == "latest":
+        return 1
+    if keep == "chain":
+        return None
+    if type(keep) is int and keep >= 1:
+        return keep
+    raise MongoDBConfigurationError(f"keep must be 'latest', 'chain' or an int of at least 1, not {keep!r}.")
+
+
+async def _plan(
+    collection: CheckpointCollection,
+    source_scope: RunScope,
+    target_scope: RunScope,
+    signer: PayloadSigner | None,
+    *,
+    checkpoint_id: str | None,
+    limit: int | None,
+    max_bytes: int,
+) -> _Plan:
+    """Read both runs' envelopes (no payload), choose the selection and check the target."""
+    source = await _envelopes(collection, source_scope, signer, max_bytes)
+    if not source:
+        raise MongoDBCheckpointNotFoundError("The run to fork has no checkpoints.")
+    by_id = {str(document["checkpoint_id"]): document for document in source}
+    point = source[-1] if checkpoint_id is None else by_id.get(checkpoint_id)
+    if point is None:
+        raise MongoDBCheckpointNotFoundError("The run to fork has no checkpoint with that id.")
+    selection = _ancestors(point, by_id, limit)
+    done = _copied_prefix(selection, await _envelopes(collection, target_scope, signer, max_bytes))
+    first = sequence_of(selection[done]) if done < len(selection) else None
+    earlier = [document for document in source if first is not None and sequence_of(document) < first]
+    before_first = (
+        PagePosition(sequence_of(earlier[-1]), str(earlier[-1]["checkpoint_id"])) if earlier else None
+    )
+    return _Plan(selection, done, before_first)
+
+
+def _ancestors(point: Document, by_id: Mapping[str, Document], limit: int | None) -> tuple[Document, ...]:
+    """``point`` and its nearest ancestors the run holds (at most ``limit``), oldest first.
+
+    The walk follows ``parent_checkpoint_id``, not the sequence order, so a run resumed from an
+    older checkpoint forks along its own branch. A parent must be older by sequence, which also ends
+    any cycle a damaged envelope could make."""
+    chain = [point]
+    while limit is None or len(chain) < limit:
+        parent = by_id.get(str(chain[-1].get("parent_checkpoint_id")))
+        if parent is None or sequence_of(parent) >= sequence_of(chain[-1]):
+            break
+        chain.append(parent)
+    return tuple(reversed(chain))
+
+
+def _copied_prefix(selection: Sequence[Document], target: Sequence[Document]) -> int:
+    """How many of ``selection`` the target already holds, refusing any other content."""
+    held = [str(document["checkpoint_id"]) for document in target]
+    wanted = [str(document["checkpoint_id"]) for document in selection]
+    # Only a prefix, in order: the copy's sequences must follow the source's order, and the
+    # checkpoint forked at must be the copy's latest.
+    if held != wanted[: len(held)]:
+        raise MongoDBConfigurationError(
+            "The session to fork into already holds checkpoints that are not this fork's: fork into a "
+            "new session, or clear that one first (clear_run)."
+        )
+    for stored, original in zip(target, selection, strict=False):  # target is a prefix
+        if stored.get("payload_hash") != original.get("payload_hash"):
+            raise MongoDBConfigurationError(
+                "The session to fork into holds a checkpoint of the same id with other content: fork "
+                "into a new session, or clear that one first (clear_run)."
+            )
+    return len(held)
+
+
+async def _envelopes(
+    collection: CheckpointCollection, scope: RunScope, signer: PayloadSigner | None, max_bytes: int
+) -> list[Document]:
+    """The run's live, unexpired envelopes, oldest first; with keys each one verified, strictly.
+
+    ``accept_unsigned_before`` is not honoured here: a fork signs what it copies, and signs only
+    what verified (an unsigned checkpoint would have its state signed unseen)."""
+    policy = SignaturePolicy(signer)
+    decoder = CheckpointDecoder(
+        collection,
+        scope,
+        CheckpointCodec(),  # unused: only envelopes are verified, no payload is read
+        policy,
+        chunk_context=scope.chunk_context(CHUNKED_PAYLOAD_FORMAT),
+        max_checkpoint_bytes=max_bytes,
+    )
+    check = LedgerCheck(await read_ledger(collection, scope)) if signer is not None else None
+    live = None if check is None else check.sequence_condition()
+    envelopes: list[Document] = []
+    after: int | None = None
+    while True:
+        with translated_driver_errors(operation="read", action="read the run's checkpoints"):
+            count_round_trip()  # find() sends nothing; to_list() sends the query
+            cursor = collection.find(
+                page_filter(scope, after, live, unexpired=True),
+                ENVELOPE_PROJECTION,
+                sort=ASCENDING_SEQUENCE,
+                limit=_ENVELOPE_PAGE,
+                collation=SIMPLE_COLLATION,
+            )
+            page = await cursor.to_list(_ENVELOPE_PAGE)
+        try:
+            envelopes.extend(decoder.verified(page, check))
+        except MongoDBIntegrityError as error:
+            raise MongoDBIntegrityError(
+                "A checkpoint of the run to fork (or one already in the session to fork into) does not "
+                "verify with this storage's keys; a fork signs only what verified, so nothing was "
+                "copied. Sign the run first (`agent-framework-mongodb sign-run`)."
+            ) from error
+        if len(page) < _ENVELOPE_PAGE:
+            return envelopes
+        after = sequence_of(page[-1])
+
+
+async def _copy(source: MongoDBCheckpointStorage, target: MongoDBCheckpointStorage, plan: _Plan) -> int:
+    """Save the rest of the selection into ``target``, oldest first; how many were saved."""
+    remaining = plan.selection[plan.done :]
+    if not remaining:
+        return 0
+    wanted = {str(document["checkpoint_id"]) for document in remaining}
+    point = str(remaining[-1]["checkpoint_id"])
+    workflow = source.options.workflow_name
+    scope = RunScope.from_options(source.options)
+    cursor = None if plan.before_first is None else encode_cursor(scope, plan.before_first)
+    copied = 0
+    while True:
+        page = await source.list_checkpoint_page(workflow_name=workflow, cursor=cursor, limit=_COPY_PAGE)
+        for checkpoint in page.checkpoints:
+            if checkpoint.checkpoint_id in wanted:
+                await _save(target, checkpoint)
+                wanted.discard(checkpoint.checkpoint_id)
+                copied += 1
+        cursor = page.next_cursor
+        if not wanted:
+            return copied
+        # Past the checkpoint forked at, nothing selected can follow.
+        if cursor is None or any(checkpoint.checkpoint_id == point for checkpoint in page.checkpoints):
+            raise MongoDBCheckpointNotFoundError(
+                "A checkpoint of the run to fork was removed while it was copied (expired, pruned or "
+                "deleted); the copy holds the checkpoints before it. Fork again from a checkpoint the "
+                "run still holds."
+            )
+
+
+async def _save(target: MongoDBCheckpointStorage, checkpoint: WorkflowCheckpoint) -> None:
+    """One save into the copy; a strict storage's failure is raised as the error it carries (the
+    fork is no workflow run to stop)."""
+    try:
+        await target.save(checkpoint)
+    except MongoDBStrictSaveFailure as failure:
+        raise failure.error from failure
+
+
+def _payload_bytes(document: Document) -> int:
+    size = document.get(PAYLOAD_BYTES_FIELD)
+    return size if isinstance(size, int) and not isinstance(size, bool) else 0
