@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import pickle
+import types
 from collections.abc import AsyncIterator, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final, Literal
@@ -361,12 +362,24 @@ def _field_names(data: object) -> tuple[str, ...]:
     if isinstance(data, dict):
         keys: list[object] = list(data)  # pyright: ignore[reportUnknownArgumentType]
     else:
-        try:
-            namespace = object.__getattribute__(data, "__dict__")
-        except AttributeError:  # a slotted or built-in value: no namespace to name
+        namespace = _instance_namespace(data)
+        if not isinstance(namespace, dict):
             return _NO_FIELDS
-        keys = list(namespace) if isinstance(namespace, dict) else []  # pyright: ignore[reportUnknownArgumentType]
+        keys = list(namespace)  # pyright: ignore[reportUnknownArgumentType]
     return tuple(sorted(key for key in keys if isinstance(key, str) and key.isidentifier()))
+
+
+def _instance_namespace(data: object) -> object:
+    """``data``'s instance ``__dict__`` through the interpreter's own descriptor; ``None`` for a
+    value without one (slotted, built-in) or a class that replaces ``__dict__`` (whose code would
+    run)."""
+    for klass in type(data).__mro__:
+        descriptor: object = klass.__dict__.get("__dict__")
+        if descriptor is not None:
+            if type(descriptor) is not types.GetSetDescriptorType:
+                return None
+            return descriptor.__get__(data)
+    return None
 
 
 def pending_request_summary(event: object) -> MongoDBPendingRequestSummary:

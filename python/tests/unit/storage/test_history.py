@@ -213,6 +213,21 @@ def test_a_request_summary_names_its_datas_class_size_and_fields_never_a_value(
     assert SECRET not in json.dumps(summary.to_dict())
 
 
+class Masked:
+    """A class whose ``__dict__`` is a property: its code must not decide the names shown."""
+
+    @property
+    def __dict__(self) -> dict[str, object]:  # type: ignore[override]
+        return {"spoofed": 1}
+
+
+def test_a_request_summary_runs_no_property_of_the_data() -> None:
+    event = WorkflowEvent.request_info(
+        request_id="r", source_executor_id="gate", request_data=Masked(), response_type=bool
+    )
+    assert pending_request_summary(event).data_fields == ()  # ("spoofed",) had the property run
+
+
 def test_a_request_summary_of_an_event_that_is_no_request_names_its_class_only() -> None:
     # WorkflowEvent's request properties raise for any other event type; the summary reads none.
     assert pending_request_summary(WorkflowEvent("output", data=None)) == MongoDBPendingRequestSummary(
