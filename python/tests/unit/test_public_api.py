@@ -62,6 +62,7 @@ HISTORY_NAMES = {
     "MongoDBHistoryEntry",
     "MongoDBMessageCountChange",
     "MongoDBPendingRequestChange",
+    "MongoDBPendingRequestSummary",
     "MongoDBValueChange",
     "MongoDBValueSummary",
     "checkpoint_history",

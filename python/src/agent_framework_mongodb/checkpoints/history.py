@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import pickle
+import types
 from collections.abc import AsyncIterator, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final, Literal
@@ -29,10 +30,12 @@ __all__ = [
     "MongoDBHistoryEntry",
     "MongoDBMessageCountChange",
     "MongoDBPendingRequestChange",
+    "MongoDBPendingRequestSummary",
     "MongoDBValueChange",
     "MongoDBValueSummary",
     "checkpoint_history",
     "diff_checkpoints",
+    "pending_request_summary",
     "value_summary",
 ]
 
@@ -119,6 +122,41 @@ class MongoDBMessageCountChange:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class MongoDBPendingRequestSummary:
+    """What may be reported of a pending request: what it asks for and what answer it expects, by
+    class name, who asked, and its data's class, size and field names; never a value.
+
+    Attributes:
+        event_type: The pending event's class name (``WorkflowEvent`` for a ``request_info`` event).
+        request_type: The class name of the request (the event's ``request_type``, else its data's
+            class); ``None`` when the event carries neither.
+        response_type: The class name of the answer it expects (``response_type``); ``None``
+            when the event names none.
+        source_executor_id: The executor that asked; ``None`` when the event names none.
+        data: The request data's class name and pickled size; ``None`` when the event has no data.
+        data_fields: The data's field names, sorted: a dataclass's or a pydantic model's fields,
+            or the identifier-like string keys of a ``dict`` or an instance's ``__dict__``.
+            Keys that are not identifiers may be data themselves, so they are left out.
+    """
+
+    event_type: str
+    request_type: str | None = None
+    response_type: str | None = None
+    source_executor_id: str | None = None
+    data: MongoDBValueSummary | None = None
+    data_fields: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "event_type": self.event_type,
+            "request_type": self.request_type,
+            "response_type": self.response_type,
+            "source_executor_id": self.source_executor_id,
+            "data": None if self.data is None else {**self.data.to_dict(), "fields": list(self.data_fields)},
+        }
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class MongoDBPendingRequestChange:
     """One pending request (``pending_request_info_events``) compared between two checkpoints.
 
@@ -126,23 +164,26 @@ class MongoDBPendingRequestChange:
         request_id: The request's id.
         change: ``added`` (pending only in the later checkpoint), ``resolved`` (pending only in
             the earlier one) or ``unchanged`` (pending in both).
-        event_type: The pending event's class name.
-        request_type: The class name of the request's data, for a ``request_info`` event;
-            ``None`` when the event carries none.
+        request: What the request is, from the later checkpoint that holds it (the earlier one
+            for a resolved request).
     """
 
     request_id: str
     change: RequestChangeKind
-    event_type: str
-    request_type: str | None
+    request: MongoDBPendingRequestSummary
+
+    @property
+    def event_type(self) -> str:
+        """The pending event's class name (``request.event_type``)."""
+        return self.request.event_type
+
+    @property
+    def request_type(self) -> str | None:
+        """The request's class name (``request.request_type``)."""
+        return self.request.request_type
 
     def to_dict(self) -> dict[str, object]:
-        return {
-            "request_id": self.request_id,
-            "change": self.change,
-            "event_type": self.event_type,
-            "request_type": self.request_type,
-        }
+        return {"request_id": self.request_id, "change": self.change, **self.request.to_dict()}
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -289,12 +330,77 @@ def _user_state(checkpoint: WorkflowCheckpoint | None) -> dict[str, Any]:
     return {str(key): value for key, value in checkpoint.state.items() if key != EXECUTOR_STATE_KEY}
 
 
-def _request_type_name(event: object) -> str | None:
+def _request_field(event: object, name: str) -> object:
+    """``event``'s ``name``, or ``None``.
+
+    Agent Framework's ``WorkflowEvent`` (1.13 to 1.26 alike) keeps a request's fields behind
+    properties that raise for an event that is not a ``request_info`` one; an event of another
+    class (a checkpoint written by other code) may lack them.
+    """
     try:
-        request_type: object = getattr(event, "request_type", None)
-    except Exception:  # Agent Framework raises for an event that is not a request_info event
+        return getattr(event, name, None)
+    except Exception:  # the property's RuntimeError: not a request_info event
         return None
-    return request_type.__name__ if isinstance(request_type, type) else None
+
+
+def _class_name(value: object) -> str | None:
+    return value.__name__ if isinstance(value, type) else None
+
+
+_NO_FIELDS: Final[tuple[str, ...]] = ()
+
+
+def _field_names(data: object) -> tuple[str, ...]:
+    """The names of ``data``'s fields, read from its class or its instance namespace, so no
+    property or ``__getattr__`` of the data's class runs."""
+    cls = type(data)
+    if dataclasses.is_dataclass(cls):
+        return tuple(sorted(field.name for field in dataclasses.fields(cls)))
+    model_fields: object = getattr(cls, "__pydantic_fields__", None)  # pydantic 2's class attribute
+    if isinstance(model_fields, dict):
+        return tuple(sorted(str(name) for name in model_fields))  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+    if isinstance(data, dict):
+        keys: list[object] = list(data)  # pyright: ignore[reportUnknownArgumentType]
+    else:
+        namespace = _instance_namespace(data)
+        if not isinstance(namespace, dict):
+            return _NO_FIELDS
+        keys = list(namespace)  # pyright: ignore[reportUnknownArgumentType]
+    return tuple(sorted(key for key in keys if isinstance(key, str) and key.isidentifier()))
+
+
+def _instance_namespace(data: object) -> object:
+    """``data``'s instance ``__dict__`` through the interpreter's own descriptor; ``None`` for a
+    value without one (slotted, built-in) or a class that replaces ``__dict__`` (whose code would
+    run)."""
+    for klass in type(data).__mro__:
+        descriptor: object = klass.__dict__.get("__dict__")
+        if descriptor is not None:
+            if type(descriptor) is not types.GetSetDescriptorType:
+                return None
+            return descriptor.__get__(data)
+    return None
+
+
+def pending_request_summary(event: object) -> MongoDBPendingRequestSummary:
+    """What ``event``, a value of ``pending_request_info_events``, asks for; never a value.
+
+    Reads ``data``, ``request_type``, ``response_type`` and ``source_executor_id`` where the event
+    has them (a ``request_info`` ``WorkflowEvent``); for anything else only its class is named.
+    """
+    data = _request_field(event, "data")
+    request_type = _class_name(_request_field(event, "request_type"))
+    if request_type is None and data is not None:
+        request_type = type(data).__name__
+    source = _request_field(event, "source_executor_id")
+    return MongoDBPendingRequestSummary(
+        event_type=type(event).__name__,
+        request_type=request_type,
+        response_type=_class_name(_request_field(event, "response_type")),
+        source_executor_id=source if isinstance(source, str) else None,
+        data=None if data is None else value_summary(data),
+        data_fields=_NO_FIELDS if data is None else _field_names(data),
+    )
 
 
 def _compare_requests(
@@ -306,9 +412,7 @@ def _compare_requests(
             "added" if request_id not in before else "resolved" if request_id not in after else "unchanged"
         )
         event = after[request_id] if request_id in after else before[request_id]
-        changes.append(
-            MongoDBPendingRequestChange(request_id, kind, type(event).__name__, _request_type_name(event))
-        )
+        changes.append(MongoDBPendingRequestChange(request_id, kind, pending_request_summary(event)))
     return tuple(changes)
 
 

@@ -48,12 +48,25 @@ def run(coroutine: Coroutine[Any, Any, T]) -> T:
 
 @contextlib.contextmanager
 def allow_type_hint() -> Generator[None]:
-    """A ``[mapping]`` failure naming a class to allow says how to allow it on the command line."""
+    """A failure the command line's options fix says which option fixes it.
+
+    - ``[mapping]`` naming a class to allow: ``--allow-type`` (or its variable).
+    - ``[configuration]``, an allowed entry's module not found: ``--module-path`` (or its variable).
+    """
     try:
         yield
     except CommandFailure as failure:
-        if failure.category != "mapping" or "allowed_checkpoint_types" not in failure.message:
+        if failure.category == "mapping" and "allowed_checkpoint_types" in failure.message:
+            hint = "Here: --allow-type MODULE:QUALNAME (repeatable) or AGENT_FRAMEWORK_MONGODB_ALLOW_TYPES."
+        elif (
+            failure.category == "configuration"
+            and "allowed_checkpoint_types entry" in failure.message
+            and "not found" in failure.message
+        ):
+            hint = (
+                "Name the directory that holds it with --module-path DIR (repeatable) or "
+                "AGENT_FRAMEWORK_MONGODB_MODULE_PATH, or install its package."
+            )
+        else:
             raise
-        raise CommandFailure(
-            failure.category, f"{failure.message} Here: --allow-type MODULE:QUALNAME (repeatable)."
-        ) from failure
+        raise CommandFailure(failure.category, f"{failure.message} {hint}") from failure

@@ -7,7 +7,6 @@ what ``show`` may print of them (names, type names, pickled sizes, counts), neve
 from __future__ import annotations
 
 import json
-import shutil
 import textwrap
 from collections.abc import Iterator
 
@@ -22,7 +21,6 @@ from ..checkpoints import (
     MongoDBCheckpointNotFoundError,
     MongoDBCheckpointStorage,
     MongoDBHistoryEntry,
-    MongoDBPendingRequestChange,
     MongoDBValueChange,
     MongoDBValueSummary,
     checkpoint_history,
@@ -31,6 +29,7 @@ from ..checkpoints import (
 from ._connection import Connection
 from ._errors import CommandFailure, allow_type_hint, run
 from ._options import allow_type_option, json_option, scope_options
+from ._text import folded, printable, request_text, size_text, terminal_width
 
 __all__ = ["diff", "history"]
 
@@ -38,23 +37,9 @@ _SIGNS = {"added": "+", "removed": "-", "changed": "~", "resolved": "-", "unchan
 _INDENT = "  "
 
 
-def printable(text: str) -> str:
-    """``text`` with each character that is not printable (a newline, a terminal escape) escaped:
-    names come from the checkpoints, and must not move the cursor or restyle the terminal."""
-    if text.isprintable():
-        return text
-    return "".join(
-        char if char.isprintable() else char.encode("unicode_escape").decode("ascii") for char in text
-    )
-
-
-def _size(summary: MongoDBValueSummary) -> str:
-    return "unpicklable" if summary.size < 0 else f"{summary.size:,} bytes"
-
-
 def _value(summary: MongoDBValueSummary | None) -> str:
     """A value as it may be shown: its type and size, ``-`` when absent."""
-    return "-" if summary is None else f"{summary.type_name}, {_size(summary)}"
+    return "-" if summary is None else f"{summary.type_name}, {size_text(summary)}"
 
 
 def _value_line(kind: str, change: MongoDBValueChange) -> str:
@@ -65,18 +50,10 @@ def _value_line(kind: str, change: MongoDBValueChange) -> str:
             if before.type_name == after.type_name
             else f"{before.type_name} -> {after.type_name}"
         )
-        described = f"{types}, {_size(before)} -> {_size(after)}"
+        described = f"{types}, {size_text(before)} -> {size_text(after)}"
     else:
         described = _value(after if after is not None else before)
     return f"{_SIGNS[change.change]} {kind} {change.name}: {described}"
-
-
-def _request(request: MongoDBPendingRequestChange) -> str:
-    return (
-        request.event_type
-        if request.request_type is None
-        else f"{request.event_type} of {request.request_type}"
-    )
 
 
 def change_lines(diff: MongoDBCheckpointDiff) -> Iterator[str]:
@@ -93,9 +70,9 @@ def change_lines(diff: MongoDBCheckpointDiff) -> Iterator[str]:
             yield f"{sign} messages {count.source}: {count.before} -> {count.after}"
     for request in diff.pending_requests:
         if request.change == "added":
-            yield f"+ request {request.request_id}: {_request(request)}"
+            yield f"+ request {request.request_id}: {request_text(request.request)}"
         elif request.change == "resolved":
-            yield f"- request {request.request_id} resolved: {_request(request)}"
+            yield f"- request {request.request_id} resolved: {request_text(request.request)}"
 
 
 def _iteration(diff: MongoDBCheckpointDiff) -> str:
@@ -119,23 +96,6 @@ def entry_lines(entry: MongoDBHistoryEntry) -> Iterator[str]:
     changes = list(change_lines(entry.diff))
     for line in changes or ["no changes"]:
         yield f"{_INDENT}{line}"
-
-
-def _wrapped(line: str, width: int) -> list[str]:
-    """``line`` folded to ``width``, its continuation indented under its text."""
-    indent = " " * (len(line) - len(line.lstrip()) + 4)
-    return textwrap.wrap(
-        line,
-        width=width,
-        subsequent_indent=indent,
-        break_long_words=True,
-        break_on_hyphens=False,
-        drop_whitespace=True,
-    ) or [line]
-
-
-def _width() -> int:
-    return max(40, shutil.get_terminal_size((80, 24)).columns)
 
 
 @click.command()
@@ -162,7 +122,7 @@ def history(  # noqa: PLR0917 - Click passes every option
     them, so the application classes they hold must be named with --allow-type.
     """
 
-    width = _width()
+    width = terminal_width()
 
     async def walk() -> int:
         """Print each entry as it is read (one page of payloads in memory); the count printed."""
@@ -180,8 +140,8 @@ def history(  # noqa: PLR0917 - Click passes every option
                     click.echo(textwrap.indent(json.dumps(entry.to_dict(), indent=2), "  "), nl=False)
                 else:
                     for line in entry_lines(entry):
-                        for folded in _wrapped(printable(line), width):
-                            click.echo(folded)
+                        for part in folded(printable(line), width):
+                            click.echo(part)
                 printed += 1
         return printed
 
@@ -247,8 +207,8 @@ def print_diff(diff: MongoDBCheckpointDiff, first: WorkflowCheckpoint, second: W
             [
                 (
                     request.request_id,
-                    "-" if request.change == "added" else _request(request),
-                    "-" if request.change == "resolved" else _request(request),
+                    "-" if request.change == "added" else request_text(request.request),
+                    "-" if request.change == "resolved" else request_text(request.request),
                     request.change,
                 )
                 for request in diff.pending_requests

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import pickle
 from typing import Any
 
 import click
@@ -11,22 +10,20 @@ from agent_framework import WorkflowCheckpoint
 from rich.console import Console
 from rich.table import Table
 
+from ..checkpoints.history import (
+    EXECUTOR_STATE_KEY,
+    MongoDBPendingRequestSummary,
+    pending_request_summary,
+    value_summary,
+)
 from ._connection import Connection
 from ._errors import allow_type_hint, run
 from ._options import allow_type_option, scope_options
+from ._text import data_text, folded, printable, terminal_width
 
 __all__ = ["show"]
 
-EXECUTOR_STATE_KEY = "_executor_state"
-"""Where Agent Framework keeps each executor's state in ``WorkflowCheckpoint.state``."""
-
-
-def state_size(value: object) -> int:
-    """The bytes ``value`` pickles to (protocol 5, as the codec stores it); -1 if it does not pickle."""
-    try:
-        return len(pickle.dumps(value, protocol=5))
-    except Exception:  # a size is informative only: an unpicklable value is marked -1
-        return -1
+_INDENT = "  "
 
 
 def checkpoint_summary(checkpoint: WorkflowCheckpoint) -> dict[str, Any]:
@@ -35,7 +32,7 @@ def checkpoint_summary(checkpoint: WorkflowCheckpoint) -> dict[str, Any]:
     executor_states: dict[str, int] = {}
     if isinstance(executors, dict):
         for executor_id, state in executors.items():  # pyright: ignore[reportUnknownVariableType]
-            executor_states[str(executor_id)] = state_size(state)  # pyright: ignore[reportUnknownArgumentType]
+            executor_states[str(executor_id)] = value_summary(state).size  # pyright: ignore[reportUnknownArgumentType]
     return {
         "checkpoint_id": checkpoint.checkpoint_id,
         "workflow_name": checkpoint.workflow_name,
@@ -46,14 +43,36 @@ def checkpoint_summary(checkpoint: WorkflowCheckpoint) -> dict[str, Any]:
         "state_keys": sorted(key for key in checkpoint.state if key != EXECUTOR_STATE_KEY),
         "executor_state_bytes": executor_states,
         "pending_requests": {
-            request_id: type(event).__name__
-            for request_id, event in checkpoint.pending_request_info_events.items()
+            request_id: request.to_dict() for request_id, request in pending_requests(checkpoint).items()
         },
         "message_counts": {source: len(messages) for source, messages in checkpoint.messages.items()},
     }
 
 
-def print_summary(summary: dict[str, Any]) -> None:
+def pending_requests(checkpoint: WorkflowCheckpoint) -> dict[str, MongoDBPendingRequestSummary]:
+    """Each pending request of ``checkpoint`` by id, summarised as ``history`` and ``diff`` do."""
+    return {
+        str(request_id): pending_request_summary(event)
+        for request_id, event in checkpoint.pending_request_info_events.items()
+    }
+
+
+def request_block(request_id: str, request: MongoDBPendingRequestSummary) -> list[str]:
+    """A pending request as ``label: value`` lines under its id (not a table: its field names
+    alone may be wider than a terminal, and a block keeps each value whole at any width)."""
+    rows = [
+        ("request", request.request_type or "-"),
+        ("event", request.event_type),
+        ("expects", request.response_type or "-"),
+        ("from", request.source_executor_id or "-"),
+        ("payload", data_text(request)),
+        ("fields", ", ".join(request.data_fields) or "-"),
+    ]
+    label = max(len(name) for name, _ in rows) + 1
+    return [request_id, *(f"{_INDENT}{name + ':':<{label}} {value}" for name, value in rows)]
+
+
+def print_summary(summary: dict[str, Any], requests: dict[str, MongoDBPendingRequestSummary]) -> None:
     console = Console(soft_wrap=True)
     for field in ("checkpoint_id", "workflow_name", "previous_checkpoint_id", "timestamp", "iteration_count"):
         console.print(f"{field}: {summary[field]}", markup=False, highlight=False)
@@ -62,10 +81,12 @@ def print_summary(summary: dict[str, Any]) -> None:
     for executor_id, size in summary["executor_state_bytes"].items():
         executors.add_row(executor_id, str(size))
     console.print(executors)
-    pending = Table("request", "event", title="Pending requests")
-    for request_id, event in summary["pending_requests"].items():
-        pending.add_row(request_id, event)
-    console.print(pending)
+    click.echo(f"Pending requests: {len(requests) or 'none'}")
+    width = terminal_width()
+    for request_id, request in requests.items():
+        for line in request_block(request_id, request):
+            for part in folded(printable(line), width):
+                click.echo(part)
     messages = Table("source", "messages", title="Messages")
     for source, count in summary["message_counts"].items():
         messages.add_row(source, str(count))
@@ -115,4 +136,4 @@ def show(  # noqa: PLR0917 - Click passes every option
     elif as_json:
         click.echo(json.dumps(checkpoint_summary(checkpoint), indent=2))
     else:
-        print_summary(checkpoint_summary(checkpoint))
+        print_summary(checkpoint_summary(checkpoint), pending_requests(checkpoint))

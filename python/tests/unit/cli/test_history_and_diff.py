@@ -95,10 +95,12 @@ def test_history_prints_each_checkpoint_and_what_it_changed() -> None:
         "cp-2",
         "  + executor writer: dict, 55 bytes",
         "  - messages writer: 1 -> 0",
-        "  + request approve-1: WorkflowEvent of dict",
+        "  + request approve-1: dict from approver, expects str; payload 51 bytes, fields",
+        "      q",
         "cp-3",
         "  + state approved: bool, 4 bytes",
-        "  - request approve-1 resolved: WorkflowEvent of dict",
+        "  - request approve-1 resolved: dict from approver, expects str; payload 51",
+        "      bytes, fields q",
     ]
     assert lines.index(headers[0]) == 1  # each header follows its checkpoint's id
 
@@ -125,6 +127,9 @@ def test_history_json_lists_every_checkpoint_with_its_diff() -> None:
             "change": "resolved",
             "event_type": "WorkflowEvent",
             "request_type": "dict",
+            "response_type": "str",
+            "source_executor_id": "approver",
+            "data": {"type": "dict", "bytes": 51, "fields": ["q"]},
         }
     ]
     assert SECRET not in result.stdout
@@ -236,7 +241,7 @@ def test_diff_folds_long_names_at_80_columns() -> None:
     assert_fits(result)
     assert checkpoints[1].checkpoint_id in result.stdout
     assert "changed" in result.stdout
-    assert "WorkflowEvent" in result.stdout
+    assert "approver" in result.stdout  # the pending request, by the executor that asked
 
 
 def test_diff_json() -> None:

@@ -37,7 +37,15 @@ def test_show_json_summarises_without_contents() -> None:
     assert summary["iteration_count"] == 3
     assert set(summary["executor_state_bytes"]) == {"planner", "writer"}
     assert all(size > 0 for size in summary["executor_state_bytes"].values())
-    assert summary["pending_requests"] == {"request-1": "dict"}
+    assert summary["pending_requests"] == {  # an event of another class: named by its class alone
+        "request-1": {
+            "event_type": "dict",
+            "request_type": None,
+            "response_type": None,
+            "source_executor_id": None,
+            "data": None,
+        }
+    }
     assert summary["message_counts"] == {"planner": 0, "writer": 0}
     assert summary["state_keys"] == ["user"]
     assert "approve?" not in result.stdout

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import pickle
 import secrets
 from datetime import datetime
 from typing import Any
 
+import pydantic
 import pytest
 from agent_framework import WorkflowCheckpoint, WorkflowEvent, WorkflowMessage
 
@@ -18,11 +20,13 @@ from agent_framework_mongodb import (
     MongoDBIntegrityError,
     MongoDBMessageCountChange,
     MongoDBPendingRequestChange,
+    MongoDBPendingRequestSummary,
     MongoDBValueChange,
     MongoDBValueSummary,
     checkpoint_history,
     diff_checkpoints,
 )
+from agent_framework_mongodb.checkpoints.history import pending_request_summary, value_summary
 from agent_framework_mongodb.testing import InMemoryCollection
 
 from ._support import make_checkpoint, make_storage
@@ -126,19 +130,117 @@ def test_pending_requests_added_and_resolved_by_id_with_their_type_names() -> No
 
     diff = diff_checkpoints(before, after)
 
+    asked = MongoDBPendingRequestSummary(
+        event_type="WorkflowEvent",
+        request_type="dict",
+        response_type="str",
+        source_executor_id="approver",
+        data=MongoDBValueSummary("dict", len(pickle.dumps({"q": SECRET}, protocol=5))),
+        data_fields=("q",),
+    )
     assert diff.pending_requests == (
-        MongoDBPendingRequestChange("r-kept", "unchanged", "WorkflowEvent", "dict"),
-        MongoDBPendingRequestChange("r-new", "added", "WorkflowEvent", "dict"),
-        MongoDBPendingRequestChange("r-old", "resolved", "WorkflowEvent", "dict"),
+        MongoDBPendingRequestChange("r-kept", "unchanged", asked),
+        MongoDBPendingRequestChange("r-new", "added", asked),
+        MongoDBPendingRequestChange("r-old", "resolved", asked),
     )
     assert [request.request_id for request in diff.changes_only().pending_requests] == ["r-new", "r-old"]
+    assert (diff.pending_requests[0].event_type, diff.pending_requests[0].request_type) == (
+        "WorkflowEvent",
+        "dict",
+    )
+    assert SECRET not in json.dumps(diff.to_dict())
+    assert diff.to_dict()["pending_requests"][0] == {  # type: ignore[index]
+        "request_id": "r-kept",
+        "change": "unchanged",
+        "event_type": "WorkflowEvent",
+        "request_type": "dict",
+        "response_type": "str",
+        "source_executor_id": "approver",
+        "data": {"type": "dict", "bytes": asked.data.size, "fields": ["q"]},  # type: ignore[union-attr]
+    }
 
 
 def test_an_event_without_a_request_type_has_none() -> None:
     after = superstep("b")
     after.pending_request_info_events = {"r": {"question": SECRET}}  # type: ignore[dict-item]
     (change,) = diff_checkpoints(None, after).pending_requests
-    assert change == MongoDBPendingRequestChange("r", "added", "dict", None)
+    assert change == MongoDBPendingRequestChange("r", "added", MongoDBPendingRequestSummary("dict"))
+
+
+@dataclasses.dataclass
+class Approval:
+    """A request an executor sends: its fields are named, its values never."""
+
+    amount: int
+    customer_id: str
+
+
+class Reviewed(pydantic.BaseModel):
+    verdict: str
+    note: str = ""
+
+
+class Plain:
+    def __init__(self) -> None:
+        self.reason = SECRET
+        self._private = 1
+
+
+@pytest.mark.parametrize(
+    ("data", "fields"),
+    [
+        (Approval(5, SECRET), ("amount", "customer_id")),
+        (Reviewed(verdict=SECRET), ("note", "verdict")),
+        (Plain(), ("_private", "reason")),
+        # A key that is no identifier may be data itself (an e-mail address, a sentence): left out.
+        ({"question": 1, SECRET + "@example.com": 2, 3: 4}, ("question",)),
+        (SECRET, ()),
+    ],
+)
+def test_a_request_summary_names_its_datas_class_size_and_fields_never_a_value(
+    data: object, fields: tuple[str, ...]
+) -> None:
+    event = WorkflowEvent.request_info(
+        request_id="r", source_executor_id="gate", request_data=data, response_type=bool
+    )
+    summary = pending_request_summary(event)
+    assert summary.event_type == "WorkflowEvent"
+    assert summary.request_type == type(data).__name__
+    assert summary.response_type == "bool"
+    assert summary.source_executor_id == "gate"
+    assert summary.data == MongoDBValueSummary(type(data).__name__, len(pickle.dumps(data, protocol=5)))
+    assert summary.data_fields == fields
+    assert SECRET not in json.dumps(summary.to_dict())
+
+
+class Masked:
+    """A class whose ``__dict__`` is a property: its code must not decide the names shown."""
+
+    @property
+    def __dict__(self) -> dict[str, object]:  # type: ignore[override]
+        return {"spoofed": 1}
+
+
+def test_a_request_summary_runs_no_property_of_the_data() -> None:
+    event = WorkflowEvent.request_info(
+        request_id="r", source_executor_id="gate", request_data=Masked(), response_type=bool
+    )
+    assert pending_request_summary(event).data_fields == ()  # ("spoofed",) had the property run
+
+
+def test_a_request_summary_of_an_event_that_is_no_request_names_its_class_only() -> None:
+    # WorkflowEvent's request properties raise for any other event type; the summary reads none.
+    assert pending_request_summary(WorkflowEvent("output", data=None)) == MongoDBPendingRequestSummary(
+        "WorkflowEvent"
+    )
+    assert pending_request_summary(WorkflowEvent("output", data=Approval(1, SECRET))) == (
+        MongoDBPendingRequestSummary(
+            "WorkflowEvent",
+            request_type="Approval",
+            data=value_summary(Approval(1, SECRET)),
+            data_fields=("amount", "customer_id"),
+        )
+    )
 
 
 def test_iteration_counts_and_ids() -> None:
@@ -217,7 +319,15 @@ def test_to_dict_is_json() -> None:
         "executors": [],
         "messages": [],
         "pending_requests": [
-            {"request_id": "r", "change": "added", "event_type": "WorkflowEvent", "request_type": "dict"}
+            {
+                "request_id": "r",
+                "change": "added",
+                "event_type": "WorkflowEvent",
+                "request_type": "dict",
+                "response_type": "str",
+                "source_executor_id": "approver",
+                "data": {"type": "dict", "bytes": value_summary({"q": SECRET}).size, "fields": ["q"]},
+            }
         ],
     }
 
