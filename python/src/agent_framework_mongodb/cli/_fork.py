@@ -10,9 +10,9 @@ from ..checkpoints import MongoDBForkResult
 from ..checkpoints.forking import ForkKeep
 from ._connection import Connection
 from ._errors import allow_type_hint, run
-from ._history import printable
 from ._options import allow_type_option, json_option, scope_options
 from ._tables import print_listing
+from ._text import printable
 
 __all__ = ["fork"]
 

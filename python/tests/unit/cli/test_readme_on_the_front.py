@@ -1,9 +1,11 @@
-"""The README's first example runs, unchanged, against ``agent-framework-mongodb serve``: no MongoDB server.
+"""The README's first example reaches a MongoDB server by changing only its URI: here, ``serve``'s.
 
-The README tells a reader without MongoDB to start ``serve`` and run its first example with
-``MONGODB_URI`` set to the URI ``serve`` prints. This test does exactly that, in two processes: it
-starts ``python -m agent_framework_mongodb serve --port 0``, runs the README's first ``python`` block
-as a script with ``MONGODB_URI`` set to the printed URI, and checks that the script exits 0 and prints
+The README's first example runs as written on the in-process engine (``engine:PATH``,
+``tests/unit/test_engine_uri.py``) and says that against a server only the URI changes. This test
+changes exactly that, in two processes: it starts ``python -m agent_framework_mongodb serve --port 0``
+(the engine behind the wire protocol, reached by pymongo's own client), runs the README's first
+``python`` block as a script with its one connection string replaced by the printed URI, and checks
+that the script exits 0 and prints
 what its ``print(...)  # text`` comments promise. Then, through pymongo on the same URI, it checks that
 the served engine, which was empty before, now holds the storage's collection with every index
 ``ensure_indexes()`` builds, and no document (``clear_run()`` deleted the run): so the example used the
@@ -30,6 +32,7 @@ from .test_serve import start_serving
 
 # As test_readme_blocks reads them: ``print(...)  # text`` promises that ``text`` is printed.
 _PROMISED_OUTPUT = re.compile(r"^\s*print\(.*\)\s+# (.+)$", re.MULTILINE)
+_ENGINE_URI = re.compile(r'"engine:[^"]*"')
 
 
 async def _served_state(uri: str) -> tuple[list[str], list[str], set[str], int]:
@@ -51,20 +54,21 @@ async def _served_state(uri: str) -> tuple[list[str], list[str], set[str], int]:
 def test_the_readmes_first_example_runs_against_serve(tmp_path: Path) -> None:
     block = DOCUMENTS["README.md"][0]
     assert block.runs, f"{block} is no longer a script that runs"
-    assert "MONGODB_URI" in block.source, f"{block} no longer reads MONGODB_URI, so it cannot reach serve"
+    engine_uris = _ENGINE_URI.findall(block.source)
+    assert len(engine_uris) == 1, f"{block} should name exactly one engine: URI to change, not {engine_uris}"
     promised = _PROMISED_OUTPUT.findall(block.source)
     assert promised, f"{block} promises no output, so there is nothing to check it printed"
     script = tmp_path / "readme_first_example.py"
-    script.write_text(block.source, encoding="utf-8")
 
     process, uri, _ = start_serving("serve", "--port", "0")
     try:
+        script.write_text(_ENGINE_URI.sub(f'"{uri}"', block.source), encoding="utf-8")
         databases_before, _, _, _ = asyncio.run(_served_state(uri))
         assert DEFAULT_DATABASE_NAME not in databases_before, databases_before
         completed = subprocess.run(  # noqa: S603 - this interpreter, the README's own script
             [sys.executable, str(script)],
             cwd=tmp_path,
-            env={**os.environ, "MONGODB_URI": uri},
+            env={name: value for name, value in os.environ.items() if name != "MONGODB_URI"},
             capture_output=True,
             text=True,
             check=False,
@@ -81,7 +85,7 @@ def test_the_readmes_first_example_runs_against_serve(tmp_path: Path) -> None:
             f"{block} promises to print {text!r}; it printed:\n{completed.stdout}"
         )
     # The example's storage wrote to the served engine: its collection and indexes are there...
-    unused = f"the example did not use MONGODB_URI={uri}"
+    unused = f"the example did not use the URI it was given, {uri}"
     assert DEFAULT_DATABASE_NAME in databases, f"{unused}: the served engine has only {databases}"
     assert DEFAULT_COLLECTION_NAME in collections, f"{unused}: {DEFAULT_DATABASE_NAME} has {collections}"
     assert indexes == {ID_INDEX_NAME} | {spec.name for spec in CHECKPOINT_INDEXES}, indexes
