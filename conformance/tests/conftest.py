@@ -1,0 +1,3 @@
+"""The suite's own tests; ``pytester`` runs the plugin in a nested pytest session."""
+
+pytest_plugins = ["pytester"]
