@@ -19,7 +19,7 @@ from typing import Final
 from ..errors import MongoDBConfigurationError
 from .driver import CheckpointClient
 
-__all__ = ["ENGINE_SCHEME", "is_engine_uri", "open_engine"]
+__all__ = ["ENGINE_SCHEME", "engine_uri_path", "is_engine_uri", "open_engine"]
 
 ENGINE_SCHEME: Final = "engine:"
 """What starts a connection string that names an engine file rather than a MongoDB server."""
@@ -31,6 +31,20 @@ _LOGGER = logging.getLogger("agent_framework_mongodb")
 def is_engine_uri(connection_string: str) -> bool:
     """Whether ``connection_string`` names an engine file (``engine:PATH``)."""
     return connection_string.startswith(ENGINE_SCHEME)
+
+
+def engine_uri_path(connection_string: str) -> str:
+    """The file an ``engine:PATH`` connection string names; refuses an empty one.
+
+    Raises:
+        MongoDBConfigurationError: The path is empty.
+    """
+    path = connection_string.removeprefix(ENGINE_SCHEME)
+    if not path.strip():
+        raise MongoDBConfigurationError(
+            "An engine connection string names a file: engine:PATH, as in engine:checkpoints.engine."
+        )
+    return path
 
 
 def open_engine(connection_string: str) -> CheckpointClient:
@@ -45,11 +59,7 @@ def open_engine(connection_string: str) -> CheckpointClient:
             the file cannot be opened (another process holds it, it is not an engine file, or
             the file system refuses it).
     """
-    path = connection_string.removeprefix(ENGINE_SCHEME)
-    if not path.strip():
-        raise MongoDBConfigurationError(
-            "An engine connection string names a file: engine:PATH, as in engine:checkpoints.engine."
-        )
+    path = engine_uri_path(connection_string)
     try:
         from ..testing import EngineFileError, InMemoryMongoClient  # noqa: PLC0415 - the testing extra
     except ImportError as error:

@@ -9,7 +9,9 @@ import click
 from click.core import ParameterSource
 
 from ..checkpoints.connection import DEFAULT_COLLECTION_NAME, DEFAULT_DATABASE_NAME
+from ..checkpoints.engine_uri import engine_uri_path, is_engine_uri
 from ..checkpoints.options import MAX_OPERATION_TIMEOUT
+from ..errors import MongoDBConfigurationError
 from ._checkpoints import checkpoints
 from ._clear import clear
 from ._connection import (
@@ -74,8 +76,15 @@ def cli(  # noqa: PLR0917 - Click passes every option
     if engine_file is not None:
         if context.get_parameter_source("uri") is ParameterSource.COMMANDLINE:
             raise click.UsageError("Pass either --uri or --engine-file, not both.")
-        require_engine_extra()
         uri = None  # MONGODB_URI from the environment does not apply to the engine
+    elif uri is not None and is_engine_uri(uri):
+        # engine:PATH, as a storage's connection string takes it: the same engine as --engine-file.
+        try:
+            engine_file, uri = Path(engine_uri_path(uri)), None
+        except MongoDBConfigurationError as error:
+            raise click.UsageError(str(error)) from None
+    if engine_file is not None:
+        require_engine_extra()
     deadlines = resolve_deadlines(uri, timeout)
     if deadlines.overridden:
         verb = "applies" if len(deadlines.overridden) == 1 else "apply"

@@ -106,6 +106,27 @@ def test_the_engine_file_is_used_instead_of_mongodb_uri_from_the_environment(
     assert len(json.loads(result.stdout)) == 1
 
 
+@pytest.mark.parametrize("from_environment", [False, True], ids=["--uri", "MONGODB_URI"])
+def test_an_engine_uri_is_the_engine_file_it_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, from_environment: bool
+) -> None:
+    # The connection string a storage takes (engine:PATH, docs/adr/0037) works in the CLI as well.
+    engine = tmp_path / "engine.journal"
+    seed(engine)
+    uri = f"engine:{engine}"
+    if from_environment:
+        monkeypatch.setenv("MONGODB_URI", uri)
+    result = invoke(*(() if from_environment else ("--uri", uri)), "runs", *SCOPE, "--json")
+    assert result.exit_code == 0, result.output
+    assert [run["session_id"] for run in json.loads(result.stdout)] == [SESSION]
+
+
+def test_an_engine_uri_without_a_path_is_a_usage_error() -> None:
+    result = invoke("--uri", "engine:", "runs", *SCOPE)
+    assert result.exit_code == 2
+    assert "engine:PATH" in result.stderr
+
+
 def test_a_missing_engine_file_is_created_empty(tmp_path: Path) -> None:
     engine = tmp_path / "new.journal"
     result = invoke("--engine-file", str(engine), "runs", *SCOPE, "--json")
