@@ -159,6 +159,10 @@ async def fork_run(
         MongoDBCheckpointNotFoundError: The source run has no live checkpoint with that id (or none).
         MongoDBIntegrityError: With signing keys, a selected source checkpoint (or one the target
             already holds) does not verify; nothing was written.
+        MongoDBMappingError: A stored envelope is malformed (nothing was written), or a checkpoint
+            read names another parent than its envelope (the copy holds the ones before it).
+        MongoDBConcurrencyError: A checkpoint read is not the one planned (the run changed, or its
+            document was modified), or another writer saved into the target while it was copied.
     """
     options = source.options
     validate_identifier("to_session_id", to_session_id)

@@ -543,6 +543,10 @@ class MongoDBCheckpointStorage(CheckpointStorage):
             MongoDBCheckpointNotFoundError: This run has no such (or no) checkpoint.
             MongoDBIntegrityError: With signing keys, a checkpoint to copy does not verify; nothing
                 was written.
+            MongoDBMappingError: A stored envelope is malformed (nothing was written), or a checkpoint
+                read names another parent than its envelope (the copy holds the ones before it).
+            MongoDBConcurrencyError: A checkpoint read is not the one planned (the run changed, or its
+                document was modified), or another writer saved into the target while it was copied.
         """
         self._require_open()
         return await fork_run(
