@@ -31,14 +31,16 @@ from typing import TYPE_CHECKING, Final, Literal
 from .._telemetry import completion_log, count_round_trip, target_of
 from ..errors import (
     MongoDBCheckpointNotFoundError,
+    MongoDBConcurrencyError,
     MongoDBConfigurationError,
     MongoDBIntegrityError,
+    MongoDBMappingError,
     translated_driver_errors,
 )
 from .codec import CHUNKED_PAYLOAD_FORMAT, CheckpointCodec
 from .codec.signing import PayloadSigner
 from .deadlines import operation_deadline
-from .documents import ENVELOPE_PROJECTION, PAYLOAD_BYTES_FIELD, SignaturePolicy
+from .documents import ENVELOPE_PROJECTION, MAX_SEQUENCE, PAYLOAD_BYTES_FIELD, SignaturePolicy
 from .driver import CheckpointCollection, Document
 from .indexes import SIMPLE_COLLATION
 from .ledger import LedgerCheck, read_ledger
@@ -47,8 +49,8 @@ from .paging import PagePosition, encode_cursor
 from .queries import ASCENDING_SEQUENCE, page_filter
 from .reading import CheckpointDecoder
 from .scope import RunScope
-from .sequences import sequence_of
 from .strict import MongoDBStrictSaveFailure
+from .summaries import checkpoint_id_of
 
 if TYPE_CHECKING:
     from agent_framework import WorkflowCheckpoint
@@ -115,13 +117,27 @@ class MongoDBForkResult:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class _Envelope:
+    """What a fork decides with, from one checkpoint document's envelope (no payload), checked."""
+
+    checkpoint_id: str
+    parent_checkpoint_id: str | None
+    sequence: int
+    payload_hash: str
+    payload_bytes: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class _Plan:
-    selection: tuple[Document, ...]
+    selection: tuple[_Envelope, ...]
     """The source envelopes to copy, oldest first."""
     done: int
     """How many of them the target already holds (a prefix)."""
     before_first: PagePosition | None
     """The source checkpoint just before the first one still to copy, as a page cursor's position."""
+    span: int = 0
+    """How many source checkpoints lie from the first one still to copy to the one forked at: the
+    copy reads no further, so nothing after the fork point is decoded."""
 
 
 async def fork_run(
@@ -143,6 +159,10 @@ async def fork_run(
         MongoDBCheckpointNotFoundError: The source run has no live checkpoint with that id (or none).
         MongoDBIntegrityError: With signing keys, a selected source checkpoint (or one the target
             already holds) does not verify; nothing was written.
+        MongoDBMappingError: A stored envelope is malformed (nothing was written), or a checkpoint
+            read names another parent than its envelope (the copy holds the ones before it).
+        MongoDBConcurrencyError: A checkpoint read is not the one planned (the run changed, or its
+            document was modified), or another writer saved into the target while it was copied.
     """
     options = source.options
     validate_identifier("to_session_id", to_session_id)
@@ -169,16 +189,18 @@ async def fork_run(
             )
         copied = await _copy(source, target, plan)
         record.result_count = copied
+        with operation_deadline(options.operation_timeout):
+            await _require_only_the_copy(collection, target_scope, signer, plan, options.max_checkpoint_bytes)
     selection = plan.selection
     return MongoDBForkResult(
         workflow_name=options.workflow_name,
         source_session_id=options.session_id,
         session_id=to_session_id,
-        checkpoint_id=str(selection[-1]["checkpoint_id"]),
-        checkpoint_ids=tuple(str(document["checkpoint_id"]) for document in selection),
+        checkpoint_id=selection[-1].checkpoint_id,
+        checkpoint_ids=tuple(envelope.checkpoint_id for envelope in selection),
         copied=copied,
         already_copied=plan.done,
-        payload_bytes=sum(_payload_bytes(document) for document in selection),
+        payload_bytes=sum(envelope.payload_bytes for envelope in selection),
         signed=signer is not None,
     )
 
@@ -208,21 +230,21 @@ async def _plan(
     source = await _envelopes(collection, source_scope, signer, max_bytes)
     if not source:
         raise MongoDBCheckpointNotFoundError("The run to fork has no checkpoints.")
-    by_id = {str(document["checkpoint_id"]): document for document in source}
+    by_id = {envelope.checkpoint_id: envelope for envelope in source}
     point = source[-1] if checkpoint_id is None else by_id.get(checkpoint_id)
     if point is None:
         raise MongoDBCheckpointNotFoundError("The run to fork has no checkpoint with that id.")
     selection = _ancestors(point, by_id, limit)
     done = _copied_prefix(selection, await _envelopes(collection, target_scope, signer, max_bytes))
-    first = sequence_of(selection[done]) if done < len(selection) else None
-    earlier = [document for document in source if first is not None and sequence_of(document) < first]
-    before_first = (
-        PagePosition(sequence_of(earlier[-1]), str(earlier[-1]["checkpoint_id"])) if earlier else None
-    )
-    return _Plan(selection, done, before_first)
+    first = selection[done].sequence if done < len(selection) else None
+    earlier = [envelope for envelope in source if first is not None and envelope.sequence < first]
+    before_first = PagePosition(earlier[-1].sequence, earlier[-1].checkpoint_id) if earlier else None
+    end = selection[-1].sequence
+    span = sum(1 for envelope in source if first is not None and first <= envelope.sequence <= end)
+    return _Plan(selection, done, before_first, span)
 
 
-def _ancestors(point: Document, by_id: Mapping[str, Document], limit: int | None) -> tuple[Document, ...]:
+def _ancestors(point: _Envelope, by_id: Mapping[str, _Envelope], limit: int | None) -> tuple[_Envelope, ...]:
     """``point`` and its nearest ancestors the run holds (at most ``limit``), oldest first.
 
     The walk follows ``parent_checkpoint_id``, not the sequence order, so a run resumed from an
@@ -230,17 +252,22 @@ def _ancestors(point: Document, by_id: Mapping[str, Document], limit: int | None
     any cycle a damaged envelope could make."""
     chain = [point]
     while limit is None or len(chain) < limit:
-        parent = by_id.get(str(chain[-1].get("parent_checkpoint_id")))
-        if parent is None or sequence_of(parent) >= sequence_of(chain[-1]):
+        parent_id = chain[-1].parent_checkpoint_id
+        parent = None if parent_id is None else by_id.get(parent_id)
+        if parent is None or parent.sequence >= chain[-1].sequence:
             break
         chain.append(parent)
     return tuple(reversed(chain))
 
 
-def _copied_prefix(selection: Sequence[Document], target: Sequence[Document]) -> int:
-    """How many of ``selection`` the target already holds, refusing any other content."""
-    held = [str(document["checkpoint_id"]) for document in target]
-    wanted = [str(document["checkpoint_id"]) for document in selection]
+def _copied_prefix(selection: Sequence[_Envelope], target: Sequence[_Envelope]) -> int:
+    """How many of ``selection`` the target already holds, refusing any other content.
+
+    "The same content" is the same identity hash (``payload_hash``), as for a save's idempotent
+    retry. With keys both runs' hashes are signed; without, they are the writer's word
+    (ADR 0036, "Limits")."""
+    held = [envelope.checkpoint_id for envelope in target]
+    wanted = [envelope.checkpoint_id for envelope in selection]
     # Only a prefix, in order: the copy's sequences must follow the source's order, and the
     # checkpoint forked at must be the copy's latest.
     if held != wanted[: len(held)]:
@@ -249,7 +276,7 @@ def _copied_prefix(selection: Sequence[Document], target: Sequence[Document]) ->
             "new session, or clear that one first (clear_run)."
         )
     for stored, original in zip(target, selection, strict=False):  # target is a prefix
-        if stored.get("payload_hash") != original.get("payload_hash"):
+        if stored.payload_hash != original.payload_hash:
             raise MongoDBConfigurationError(
                 "The session to fork into holds a checkpoint of the same id with other content: fork "
                 "into a new session, or clear that one first (clear_run)."
@@ -259,7 +286,7 @@ def _copied_prefix(selection: Sequence[Document], target: Sequence[Document]) ->
 
 async def _envelopes(
     collection: CheckpointCollection, scope: RunScope, signer: PayloadSigner | None, max_bytes: int
-) -> list[Document]:
+) -> list[_Envelope]:
     """The run's live, unexpired envelopes, oldest first; with keys each one verified, strictly.
 
     ``accept_unsigned_before`` is not honoured here: a fork signs what it copies, and signs only
@@ -275,7 +302,7 @@ async def _envelopes(
     )
     check = LedgerCheck(await read_ledger(collection, scope)) if signer is not None else None
     live = None if check is None else check.sequence_condition()
-    envelopes: list[Document] = []
+    envelopes: list[_Envelope] = []
     after: int | None = None
     while True:
         with translated_driver_errors(operation="read", action="read the run's checkpoints"):
@@ -289,7 +316,7 @@ async def _envelopes(
             )
             page = await cursor.to_list(_ENVELOPE_PAGE)
         try:
-            envelopes.extend(decoder.verified(page, check))
+            envelopes.extend(_envelope_of(document) for document in decoder.verified(page, check))
         except MongoDBIntegrityError as error:
             raise MongoDBIntegrityError(
                 "A checkpoint of the run to fork (or one already in the session to fork into) does not "
@@ -298,26 +325,33 @@ async def _envelopes(
             ) from error
         if len(page) < _ENVELOPE_PAGE:
             return envelopes
-        after = sequence_of(page[-1])
+        after = _sequence_of(page[-1])
 
 
 async def _copy(source: MongoDBCheckpointStorage, target: MongoDBCheckpointStorage, plan: _Plan) -> int:
-    """Save the rest of the selection into ``target``, oldest first; how many were saved."""
+    """Save the rest of the selection into ``target``, oldest first; how many were saved.
+
+    Each checkpoint read is checked against its planned envelope before it is saved: its lineage
+    here, its identity hash by the target's save (before any write of it)."""
     remaining = plan.selection[plan.done :]
     if not remaining:
         return 0
-    wanted = {str(document["checkpoint_id"]) for document in remaining}
-    point = str(remaining[-1]["checkpoint_id"])
+    wanted = {envelope.checkpoint_id: envelope for envelope in remaining}
+    point = remaining[-1].checkpoint_id
     workflow = source.options.workflow_name
     scope = RunScope.from_options(source.options)
     cursor = None if plan.before_first is None else encode_cursor(scope, plan.before_first)
     copied = 0
+    left = plan.span
     while True:
-        page = await source.list_checkpoint_page(workflow_name=workflow, cursor=cursor, limit=_COPY_PAGE)
+        limit = max(1, min(_COPY_PAGE, left))
+        page = await source.list_checkpoint_page(workflow_name=workflow, cursor=cursor, limit=limit)
+        left -= len(page.checkpoints)
         for checkpoint in page.checkpoints:
-            if checkpoint.checkpoint_id in wanted:
-                await _save(target, checkpoint)
-                wanted.discard(checkpoint.checkpoint_id)
+            planned = wanted.pop(checkpoint.checkpoint_id, None)
+            if planned is not None:
+                _require_planned_lineage(checkpoint, planned)
+                await _save(target, checkpoint, planned)
                 copied += 1
         cursor = page.next_cursor
         if not wanted:
@@ -331,15 +365,78 @@ async def _copy(source: MongoDBCheckpointStorage, target: MongoDBCheckpointStora
             )
 
 
-async def _save(target: MongoDBCheckpointStorage, checkpoint: WorkflowCheckpoint) -> None:
-    """One save into the copy; a strict storage's failure is raised as the error it carries (the
-    fork is no workflow run to stop)."""
+def _require_planned_lineage(checkpoint: WorkflowCheckpoint, planned: _Envelope) -> None:
+    """The checkpoint read names the parent its envelope named when the fork chose it: the
+    selection followed the envelopes, the copy keeps the payloads' lineage, and the two must agree."""
+    if checkpoint.previous_checkpoint_id != planned.parent_checkpoint_id:
+        raise MongoDBMappingError(
+            "A checkpoint of the run to fork names another previous checkpoint than its document's "
+            "parent_checkpoint_id: the document was modified outside this storage (or the run changed "
+            "while it was copied); the copy holds the checkpoints before it."
+        )
+
+
+async def _require_only_the_copy(
+    collection: CheckpointCollection,
+    scope: RunScope,
+    signer: PayloadSigner | None,
+    plan: _Plan,
+    max_bytes: int,
+) -> None:
+    """After the copy, nothing but the selection precedes the checkpoint forked at in the target:
+    another writer's save into it while it was copied would sit among the copies (and make every
+    retry refuse it). What ``keep_last`` pruned is simply absent; a save after the last copy is
+    the copy's own continuation."""
+    held = [envelope.checkpoint_id for envelope in await _envelopes(collection, scope, signer, max_bytes)]
+    wanted = {envelope.checkpoint_id for envelope in plan.selection}
+    point = plan.selection[-1].checkpoint_id
+    before_point = held[: held.index(point)] if point in held else held
+    if any(checkpoint_id not in wanted for checkpoint_id in before_point):
+        raise MongoDBConcurrencyError(
+            "Another writer saved into the session to fork into while the fork copied into it: that "
+            "session now holds its checkpoints among the copies. Clear it (clear_run) and fork again, "
+            "or fork into a new session."
+        )
+
+
+async def _save(target: MongoDBCheckpointStorage, checkpoint: WorkflowCheckpoint, planned: _Envelope) -> None:
+    """One save into the copy, refused before any write if the checkpoint's identity hash is not
+    the planned one; a strict storage's failure is raised as the error it carries (the fork is no
+    workflow run to stop)."""
     try:
-        await target.save(checkpoint)
+        await target._save_copy(checkpoint, payload_hash=planned.payload_hash)  # pyright: ignore[reportPrivateUsage]
     except MongoDBStrictSaveFailure as failure:
         raise failure.error from failure
 
 
+def _envelope_of(document: Document) -> _Envelope:
+    """The fields a fork decides with, each of the type a save writes, else the document is not a
+    checkpoint's (``MongoDBMappingError``): a writer's other types never reach a comparison."""
+    parent = document.get("parent_checkpoint_id")
+    payload_hash = document.get("payload_hash")
+    if parent is not None and not isinstance(parent, str):
+        raise MongoDBMappingError(
+            "A stored checkpoint document's parent_checkpoint_id is not a checkpoint id."
+        )
+    if not isinstance(payload_hash, str):
+        raise MongoDBMappingError("A stored checkpoint document has no payload_hash.")
+    return _Envelope(
+        checkpoint_id=checkpoint_id_of(document),
+        parent_checkpoint_id=parent,
+        sequence=_sequence_of(document),
+        payload_hash=payload_hash,
+        payload_bytes=_payload_bytes(document),
+    )
+
+
+def _sequence_of(document: Document) -> int:
+    sequence = document.get("sequence")
+    if isinstance(sequence, bool) or not isinstance(sequence, int) or not 0 <= sequence <= MAX_SEQUENCE:
+        raise MongoDBMappingError("A stored checkpoint document has no valid sequence.")
+    return int(sequence)
+
+
 def _payload_bytes(document: Document) -> int:
+    """The recorded encoded size; 0 when absent (older documents) or not a size."""
     size = document.get(PAYLOAD_BYTES_FIELD)
-    return size if isinstance(size, int) and not isinstance(size, bool) else 0
+    return int(size) if isinstance(size, int) and not isinstance(size, bool) and size >= 0 else 0

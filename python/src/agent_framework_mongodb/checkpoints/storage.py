@@ -314,8 +314,28 @@ class MongoDBCheckpointStorage(CheckpointStorage):
                 becomes its ``error`` and ``__cause__``); a ``BaseException``, so Agent Framework's
                 ``except Exception`` around saves lets it stop the run.
         """
+        return await self._save(checkpoint)
+
+    async def _save_copy(self, checkpoint: WorkflowCheckpoint, *, payload_hash: str) -> CheckpointID:
+        """:meth:`save`, for ``fork_run``: refuse, before any write, a checkpoint whose identity hash
+        is not ``payload_hash`` (the one its source document recorded when the fork was planned).
+
+        Raises:
+            MongoDBConcurrencyError: The checkpoint is not the one planned; nothing was written.
+        """
+        return await self._save(checkpoint, expected_hash=payload_hash)
+
+    async def _save(
+        self, checkpoint: WorkflowCheckpoint, *, expected_hash: str | None = None
+    ) -> CheckpointID:
         with escalated_save_failures(self._options.strict_saves), self._operation("save") as record:
             prepared = self._prepare(checkpoint)
+            if expected_hash is not None and prepared.payload_hash != expected_hash:
+                raise MongoDBConcurrencyError(
+                    "A checkpoint of the run to fork is not the one the fork planned from its document "
+                    "(its content's identity hash differs): the run was changed while it was copied, or "
+                    "its document was modified outside this storage. Nothing of it was written."
+                )
             activity = RunActivity(prepared.checkpoint_id, bool(checkpoint.pending_request_info_events))
             allocation = await self._allocate(prepared, activity)
             saved = await self._insert(prepared, activity, allocation)
@@ -523,6 +543,10 @@ class MongoDBCheckpointStorage(CheckpointStorage):
             MongoDBCheckpointNotFoundError: This run has no such (or no) checkpoint.
             MongoDBIntegrityError: With signing keys, a checkpoint to copy does not verify; nothing
                 was written.
+            MongoDBMappingError: A stored envelope is malformed (nothing was written), or a checkpoint
+                read names another parent than its envelope (the copy holds the ones before it).
+            MongoDBConcurrencyError: A checkpoint read is not the one planned (the run changed, or its
+                document was modified), or another writer saved into the target while it was copied.
         """
         self._require_open()
         return await fork_run(
