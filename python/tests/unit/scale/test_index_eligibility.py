@@ -55,6 +55,7 @@ QUERYING_OPERATIONS = frozenset(
         "list_checkpoint_summaries",
         "clear_run",
         "list_runs",
+        "fork_run",
     }
 )
 """Public operations that send queries; each must contribute at least one captured shape."""
@@ -263,6 +264,13 @@ async def capture() -> tuple[list[Shape], list[Index], RecordingCollection]:  # 
     await signed.list_checkpoint_page(workflow_name=WORKFLOW)
     proxy.operation = "list_checkpoint_summaries"
     await signed.list_checkpoint_summaries(workflow_name=WORKFLOW)
+
+    # A fork reads both runs' envelopes (and, signed, the ledger), pages the source, saves the copy,
+    # then reads the target again; a repeated fork plans and finds everything copied.
+    proxy.operation = "fork_run"
+    await storage.fork_run(to_session_id="run-forked", keep="chain")
+    await storage.fork_run(to_session_id="run-forked", keep="chain")
+    await signed.fork_run(to_session_id="run-signed-forked", keep=2)
 
     proxy.operation = "clear_run"
     await storage.clear_run()
