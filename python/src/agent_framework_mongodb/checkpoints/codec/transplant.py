@@ -110,10 +110,8 @@ def root_heading(root: object) -> RootHeading:
         raise MongoDBMappingError(f"Checkpoint payload's version {version[:20]!r} is not one this build restores.")
     # A dict of pending requests, a record of one with other keys ("m", key, value, ...), or a
     # reference to a split one (never empty: only what exceeds the threshold is split).
-    waiting = bool(pending) if type(pending) is dict else len(cast("tuple[object, ...]", pending)) > 1
-    return RootHeading(
-        cast("str", checkpoint_id), cast("str | None", previous), cast("str", workflow), version, waiting
-    )
+    waiting = len(cast("dict[str, object] | tuple[object, ...]", pending)) > (0 if type(pending) is dict else 1)
+    return RootHeading(checkpoint_id, previous, workflow, version, waiting)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
