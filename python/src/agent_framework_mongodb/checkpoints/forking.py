@@ -423,7 +423,9 @@ async def _ready(
     else decoded. One that is removed meanwhile is left out (the copy reports it missing)."""
     decoder = source._decoder  # pyright: ignore[reportPrivateUsage]
     roots = {
-        item.checkpoint_id: transplanter.open(item.payload, item.checksum) for item, _ in selected if item.chunked
+        item.checkpoint_id: transplanter.open(item.payload, item.checksum)
+        for item, _ in selected
+        if item.chunked
     }
     leaves: set[bytes] = set()
     for item, _ in selected:
@@ -437,7 +439,10 @@ async def _ready(
         if root is None:
             continue
         heading = root_heading(root)
-        if heading.checkpoint_id != item.checkpoint_id or heading.workflow_name != source.options.workflow_name:
+        if (
+            heading.checkpoint_id != item.checkpoint_id
+            or heading.workflow_name != source.options.workflow_name
+        ):
             message = "A stored checkpoint's payload does not belong to its document."
             raise MongoDBIntegrityError(message) if decoder.signed else MongoDBMappingError(message)
         try:

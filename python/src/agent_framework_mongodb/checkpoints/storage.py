@@ -56,8 +56,8 @@ from .codec import (
     EncodedCheckpoint,
 )
 from .codec.chunks import Chunker
-from .codec.transplant import RootHeading
 from .codec.signing import PayloadSigner
+from .codec.transplant import RootHeading
 from .concerns import bind_collection, majority_acknowledged
 from .concurrency import concurrently, together
 from .connection import (
@@ -73,8 +73,8 @@ from .deadlines import operation_deadline
 from .documents import (
     ENVELOPE_PROJECTION,
     PreparedCheckpoint,
-    StoredPayload,
     SignaturePolicy,
+    StoredPayload,
     prepare_checkpoint,
     stored_payload,
     utc_now,
@@ -356,11 +356,20 @@ class MongoDBCheckpointStorage(CheckpointStorage):
             check_chunk_sizes(encoded.chunks)
             count_payload_bytes(len(encoded.payload))
             prepared = prepare_checkpoint(
-                self._scope, heading, encoded, created_at=utc_now(), ttl=self._options.ttl, signer=self._signer
+                self._scope,
+                heading,
+                encoded,
+                created_at=utc_now(),
+                ttl=self._options.ttl,
+                signer=self._signer,
             )
-            return await self._store(prepared, RunActivity(heading.checkpoint_id, heading.waiting_for_input), record)
+            return await self._store(
+                prepared, RunActivity(heading.checkpoint_id, heading.waiting_for_input), record
+            )
 
-    async def _store(self, prepared: PreparedCheckpoint, activity: RunActivity, record: OperationRecord) -> str:
+    async def _store(
+        self, prepared: PreparedCheckpoint, activity: RunActivity, record: OperationRecord
+    ) -> str:
         """A prepared checkpoint's round trips: allocate (with its chunks), insert, prune if due."""
         allocation = await self._allocate(prepared, activity)
         saved = await self._insert(prepared, activity, allocation)

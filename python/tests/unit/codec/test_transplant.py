@@ -101,14 +101,22 @@ def test_bytes_equal_to_addresses_stay_values(tree: Any, sizes: dict[str, int], 
     as one (it is never rewritten, and shares a leaf's pickle memo only as a save would)."""
     tree = [tree, [f"filler {i}" for i in range(60)]]  # always split: there are addresses to plant
     named = sorted(
-        {chunk.address for context in (SOURCE, TARGET) for chunk in Chunker(context, **sizes).split(tree).chunks}
+        {
+            chunk.address
+            for context in (SOURCE, TARGET)
+            for chunk in Chunker(context, **sizes).split(tree).chunks
+        }
     )
     planted = data.draw(st.lists(st.sampled_from(named), min_size=1, max_size=6))
     # Beside the tree and inside it: the tree's own leaves mostly keep their addresses, so the
     # planted values equal addresses its split names (in the leaf that holds them, too).
     # A walked tree never shares a container: each variant holds its own copies.
     repeated = [[*planted, copy.deepcopy(tree)] for _ in range(3)]
-    for variant in ([copy.deepcopy(tree), *planted], [*planted, copy.deepcopy(tree)], [repeated, list(planted)]):
+    for variant in (
+        [copy.deepcopy(tree), *planted],
+        [*planted, copy.deepcopy(tree)],
+        [repeated, list(planted)],
+    ):
         assert_same_as_a_split_in_the_target(variant, sizes)
 
 
@@ -121,7 +129,11 @@ def test_a_value_equal_to_an_address_in_the_same_leaf_is_not_rewritten() -> None
     tree = [[source, inner, target]]
     assert assert_same_as_a_split_in_the_target(tree, sizes)
     payload, leaves = stored(Chunker(SOURCE, **sizes).split(tree))
-    moved = move(payload, leaves, Transplanter(SOURCE, TARGET, max_checkpoint_bytes=BUDGET, chunker=Chunker(TARGET, **sizes)))
+    moved = move(
+        payload,
+        leaves,
+        Transplanter(SOURCE, TARGET, max_checkpoint_bytes=BUDGET, chunker=Chunker(TARGET, **sizes)),
+    )
     assert join(SplitTree(pickle.loads(moved.payload), moved.chunks), context=TARGET) == tree
 
 

@@ -70,7 +70,7 @@ _PIECES: Final = frozenset({"s", "b"})
 """Kinds of leaf that hold a piece of one string or bytes value: never a reference."""
 
 
-class NotTransplantable(Exception):  # noqa: N818 - a signal to re-encode, not an error to report
+class NotTransplantable(Exception):
     """The checkpoint's stored form cannot be moved byte-exactly; decode and save it instead."""
 
 
@@ -107,10 +107,14 @@ def root_heading(root: object) -> RootHeading:
     ):
         raise MongoDBMappingError("Checkpoint payload is not a checkpoint this codec writes.")
     if version not in SUPPORTED_PAYLOAD_VERSIONS:
-        raise MongoDBMappingError(f"Checkpoint payload's version {version[:20]!r} is not one this build restores.")
+        raise MongoDBMappingError(
+            f"Checkpoint payload's version {version[:20]!r} is not one this build restores."
+        )
     # A dict of pending requests, a record of one with other keys ("m", key, value, ...), or a
     # reference to a split one (never empty: only what exceeds the threshold is split).
-    waiting = len(cast("dict[str, object] | tuple[object, ...]", pending)) > (0 if type(pending) is dict else 1)
+    waiting = len(cast("dict[str, object] | tuple[object, ...]", pending)) > (
+        0 if type(pending) is dict else 1
+    )
     return RootHeading(checkpoint_id, previous, workflow, version, waiting)
 
 
@@ -305,7 +309,9 @@ class Transplanter:
                 parts.extend(elements)
         cut, leaves_of_record = self._chunker.regroup(kind, parts)
         if len(cut) != len(addresses):
-            raise NotTransplantable("a list whose elements reference leaves is cut into another number of leaves")
+            raise NotTransplantable(
+                "a list whose elements reference leaves is cut into another number of leaves"
+            )
         for chunk in leaves_of_record:
             prove_chunk(self._target, chunk, budget=self._budget)
         known = _Regrouped(cut, (*nested.values(), *leaves_of_record))
