@@ -207,9 +207,9 @@ def main(argv: list[str] | None = None) -> int:
 
 Command: `cd python && uv run python -m benchmarks.fork_benchmark{" --quick" if arguments.quick else ""}`
 ({time.perf_counter() - started:.0f} s in all). What `fork_run` sends and how long it takes
-(docs/adr/0036-fork-a-run.md): each copied checkpoint is loaded through the source's loader and saved
-through the target's `save`, which writes each distinct chunk of the copy once (chunk addresses bind
-their run, so the source's chunks cannot be referenced).
+(docs/adr/0036-fork-a-run.md, 0040): a chunked checkpoint's stored root and leaves are moved into the
+target's chunk context without decoding (each distinct leaf once per fork; chunk addresses bind their
+run, so the source's chunks cannot be referenced), the rest loaded and saved through the target's `save`.
 
 {facts}
 

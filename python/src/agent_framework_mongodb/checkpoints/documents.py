@@ -17,10 +17,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from datetime import datetime, timedelta, timezone
-from typing import Any, Final, cast
+from typing import Any, Final, Protocol, cast
 
 import bson
-from agent_framework import WorkflowCheckpoint
 from bson.int64 import Int64
 
 from ..errors import MongoDBIntegrityError, MongoDBMappingError, MongoDBSerializationError
@@ -56,6 +55,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "SUPPORTED_PAYLOAD_VERSIONS",
     "UNSIGNED",
+    "CheckpointHeading",
     "PreparedCheckpoint",
     "SignaturePolicy",
     "StoredPayload",
@@ -166,11 +166,25 @@ class StoredPayload:
     chunked: bool = False
     nested: tuple[bytes, ...] = ()
     epoch: bytes | None = None
+    payload_hash: str | None = None
+    """The identity hash its envelope records (with keys, signed), if it is a string."""
+
+
+class CheckpointHeading(Protocol):
+    """What an envelope records of a checkpoint besides its encoding: a ``WorkflowCheckpoint``, or
+    a transplanted root's heading (``codec/transplant.py``), which has no checkpoint object."""
+
+    @property
+    def checkpoint_id(self) -> str: ...
+    @property
+    def previous_checkpoint_id(self) -> str | None: ...
+    @property
+    def version(self) -> str: ...
 
 
 def prepare_checkpoint(
     scope: RunScope,
-    checkpoint: WorkflowCheckpoint,
+    checkpoint: CheckpointHeading,
     encoded: EncodedCheckpoint,
     *,
     created_at: datetime,
@@ -296,6 +310,7 @@ def stored_payload(
         chunked=chunked,
         nested=_nested_addresses(document.get(NESTED_CHUNKS_FIELD)) if chunked else (),
         epoch=epoch,
+        payload_hash=payload_hash if isinstance(payload_hash := document.get("payload_hash"), str) else None,
     )
 
 

@@ -37,10 +37,18 @@ from ..errors import (
     MongoDBMappingError,
     translated_driver_errors,
 )
-from .codec import CHUNKED_PAYLOAD_FORMAT, CheckpointCodec
+from .codec import CHUNKED_PAYLOAD_FORMAT, CheckpointCodec, EncodedCheckpoint
+from .codec.chunks import MissingChunkError
 from .codec.signing import PayloadSigner
+from .codec.transplant import NotTransplantable, RootHeading, Transplanter, root_heading
 from .deadlines import operation_deadline
-from .documents import ENVELOPE_PROJECTION, MAX_SEQUENCE, PAYLOAD_BYTES_FIELD, SignaturePolicy
+from .documents import (
+    ENVELOPE_PROJECTION,
+    MAX_SEQUENCE,
+    PAYLOAD_BYTES_FIELD,
+    SignaturePolicy,
+    StoredPayload,
+)
 from .driver import CheckpointCollection, Document
 from .indexes import SIMPLE_COLLATION
 from .ledger import LedgerCheck, read_ledger
@@ -81,7 +89,7 @@ class MongoDBForkResult:
         checkpoint_id: The checkpoint forked at: the copy's latest, to resume with
             ``run(checkpoint_id=...)``.
         checkpoint_ids: The copied checkpoints, oldest first (the same ids as in the source).
-        copied: Checkpoints saved into the target by this call.
+        copied: Checkpoints saved into the target by this call: ``transplanted + reencoded``.
         already_copied: Checkpoints an earlier, interrupted or repeated fork had already copied
             (found in the target with the source's identity hash); ``copied + already_copied`` is
             ``len(checkpoint_ids)``.
@@ -89,6 +97,10 @@ class MongoDBForkResult:
             ``payload_bytes`` records it); what a copy without shared chunks would send.
         signed: Whether the copy was signed (the storage has signing keys, and every source
             checkpoint verified first).
+        transplanted: Of ``copied``, the chunked checkpoints whose stored root and leaves were
+            moved into the copy's chunk context as stored (ADR 0040), without decoding them.
+        reencoded: Of ``copied``, those loaded and saved again: stored whole (small), or declined
+            by the transplant.
     """
 
     workflow_name: str
@@ -100,6 +112,8 @@ class MongoDBForkResult:
     already_copied: int
     payload_bytes: int
     signed: bool
+    transplanted: int = 0
+    reencoded: int = 0
 
     def to_dict(self) -> dict[str, object]:
         """The result as JSON-ready values."""
@@ -113,6 +127,8 @@ class MongoDBForkResult:
             "already_copied": self.already_copied,
             "payload_bytes": self.payload_bytes,
             "signed": self.signed,
+            "transplanted": self.transplanted,
+            "reencoded": self.reencoded,
         }
 
 
@@ -188,7 +204,7 @@ async def fork_run(
                 max_bytes=options.max_checkpoint_bytes,
             )
         copied = await _copy(source, target, plan)
-        record.result_count = copied
+        record.result_count = copied.transplanted + copied.reencoded
         with operation_deadline(options.operation_timeout):
             await _require_only_the_copy(collection, target_scope, signer, plan, options.max_checkpoint_bytes)
     selection = plan.selection
@@ -198,10 +214,12 @@ async def fork_run(
         session_id=to_session_id,
         checkpoint_id=selection[-1].checkpoint_id,
         checkpoint_ids=tuple(envelope.checkpoint_id for envelope in selection),
-        copied=copied,
+        copied=copied.transplanted + copied.reencoded,
         already_copied=plan.done,
         payload_bytes=sum(envelope.payload_bytes for envelope in selection),
         signed=signer is not None,
+        transplanted=copied.transplanted,
+        reencoded=copied.reencoded,
     )
 
 
@@ -328,36 +346,67 @@ async def _envelopes(
         after = _sequence_of(page[-1])
 
 
-async def _copy(source: MongoDBCheckpointStorage, target: MongoDBCheckpointStorage, plan: _Plan) -> int:
-    """Save the rest of the selection into ``target``, oldest first; how many were saved.
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Copied:
+    """How many checkpoints a copy saved, by how."""
 
-    Each checkpoint read is checked against its planned envelope before it is saved: its lineage
-    here, its identity hash by the target's save (before any write of it)."""
+    transplanted: int = 0
+    reencoded: int = 0
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Transplant:
+    """A source checkpoint moved into the target's chunk context, ready to store."""
+
+    heading: RootHeading
+    encoded: EncodedCheckpoint
+    payload_hash: str | None
+    """The identity hash its source document records as read (checked against the planned one)."""
+
+
+async def _copy(source: MongoDBCheckpointStorage, target: MongoDBCheckpointStorage, plan: _Plan) -> _Copied:
+    """Save the rest of the selection into ``target``, oldest first; how many were saved, and how.
+
+    Each page is read as stored and made ready whole before any of it is saved: a chunked
+    checkpoint is transplanted (``codec/transplant.py``), any other one, or one the transplant
+    declines, decoded through the source's loader (its leaves in one fetch for the page). Each is
+    checked against its planned envelope first: its lineage and its identity hash."""
     remaining = plan.selection[plan.done :]
     if not remaining:
-        return 0
+        return _Copied()
     wanted = {envelope.checkpoint_id: envelope for envelope in remaining}
     point = remaining[-1].checkpoint_id
-    workflow = source.options.workflow_name
-    scope = RunScope.from_options(source.options)
+    options = source.options
+    scope = RunScope.from_options(options)
+    transplanter = Transplanter(
+        scope.chunk_context(CHUNKED_PAYLOAD_FORMAT),
+        RunScope.from_options(target.options).chunk_context(CHUNKED_PAYLOAD_FORMAT),
+        max_checkpoint_bytes=options.max_checkpoint_bytes,
+    )
     cursor = None if plan.before_first is None else encode_cursor(scope, plan.before_first)
-    copied = 0
+    copied = _Copied()
     left = plan.span
     while True:
         limit = max(1, min(_COPY_PAGE, left))
-        page = await source.list_checkpoint_page(workflow_name=workflow, cursor=cursor, limit=limit)
-        left -= len(page.checkpoints)
-        for checkpoint in page.checkpoints:
-            planned = wanted.pop(checkpoint.checkpoint_id, None)
-            if planned is not None:
-                _require_planned_lineage(checkpoint, planned)
-                await _save(target, checkpoint, planned)
-                copied += 1
-        cursor = page.next_cursor
+        page, following = await source._stored_page(cursor, limit)  # pyright: ignore[reportPrivateUsage]
+        left -= len(page)
+        selected = [(item, wanted[item.checkpoint_id]) for item in page if item.checkpoint_id in wanted]
+        for copy, planned in await _ready(source, transplanter, selected):
+            if isinstance(copy, _Transplant):
+                _require_planned_lineage(copy.heading.previous_checkpoint_id, planned)
+                _require_planned_identity(copy.payload_hash, planned)
+                await _save_transplanted(target, copy)
+                copied = dataclasses.replace(copied, transplanted=copied.transplanted + 1)
+            else:
+                _require_planned_lineage(copy.previous_checkpoint_id, planned)
+                await _save(target, copy, planned)
+                copied = dataclasses.replace(copied, reencoded=copied.reencoded + 1)
+            del wanted[planned.checkpoint_id]
+        cursor = following
         if not wanted:
             return copied
         # Past the checkpoint forked at, nothing selected can follow.
-        if cursor is None or any(checkpoint.checkpoint_id == point for checkpoint in page.checkpoints):
+        if cursor is None or any(item.checkpoint_id == point for item in page):
             raise MongoDBCheckpointNotFoundError(
                 "A checkpoint of the run to fork was removed while it was copied (expired, pruned or "
                 "deleted); the copy holds the checkpoints before it. Fork again from a checkpoint the "
@@ -365,10 +414,70 @@ async def _copy(source: MongoDBCheckpointStorage, target: MongoDBCheckpointStora
             )
 
 
-def _require_planned_lineage(checkpoint: WorkflowCheckpoint, planned: _Envelope) -> None:
+async def _ready(
+    source: MongoDBCheckpointStorage,
+    transplanter: Transplanter,
+    selected: Sequence[tuple[StoredPayload, _Envelope]],
+) -> list[tuple[_Transplant | WorkflowCheckpoint, _Envelope]]:
+    """A page's selected checkpoints, in order, ready to save: transplanted where they can be,
+    else decoded. One that is removed meanwhile is left out (the copy reports it missing)."""
+    decoder = source._decoder  # pyright: ignore[reportPrivateUsage]
+    roots = {
+        item.checkpoint_id: transplanter.open(item.payload, item.checksum)
+        for item, _ in selected
+        if item.chunked
+    }
+    leaves: set[bytes] = set()
+    for item, _ in selected:
+        if item.checkpoint_id in roots:
+            leaves |= transplanter.wanted(roots[item.checkpoint_id], item.nested)
+    if leaves:
+        transplanter.offer(await decoder.fetch_leaves(leaves, checkpoints=len(roots)))
+    moved: dict[str, _Transplant] = {}
+    for item, planned in selected:
+        root = roots.get(item.checkpoint_id)
+        if root is None:
+            continue
+        heading = root_heading(root)
+        if (
+            heading.checkpoint_id != item.checkpoint_id
+            or heading.workflow_name != source.options.workflow_name
+        ):
+            message = "A stored checkpoint's payload does not belong to its document."
+            raise MongoDBIntegrityError(message) if decoder.signed else MongoDBMappingError(message)
+        try:
+            encoded = transplanter.transplant(
+                item.payload, root, payload_hash=planned.payload_hash, logical_bytes=planned.payload_bytes
+            )
+        except (NotTransplantable, MissingChunkError):
+            # Re-encoded instead: the loader tells a checkpoint removed meanwhile from a corrupt one.
+            continue
+        moved[item.checkpoint_id] = _Transplant(heading, encoded, item.payload_hash)
+    rest = [item for item, _ in selected if item.checkpoint_id not in moved]
+    decoded = {checkpoint.checkpoint_id: checkpoint for checkpoint in await decoder.decode_stored(rest)}
+    ready: list[tuple[_Transplant | WorkflowCheckpoint, _Envelope]] = []
+    for item, planned in selected:
+        copy = moved.get(item.checkpoint_id) or decoded.get(item.checkpoint_id)
+        if copy is not None:
+            ready.append((copy, planned))
+    return ready
+
+
+def _require_planned_identity(payload_hash: str | None, planned: _Envelope) -> None:
+    """The checkpoint read records the identity hash its envelope recorded when the fork chose it
+    (a transplant keeps the hash; a re-encoded one is checked again by its save)."""
+    if payload_hash != planned.payload_hash:
+        raise MongoDBConcurrencyError(
+            "A checkpoint of the run to fork is not the one the fork planned from its document "
+            "(its content's identity hash differs): the run was changed while it was copied, or "
+            "its document was modified outside this storage. Nothing of it was written."
+        )
+
+
+def _require_planned_lineage(previous_checkpoint_id: str | None, planned: _Envelope) -> None:
     """The checkpoint read names the parent its envelope named when the fork chose it: the
     selection followed the envelopes, the copy keeps the payloads' lineage, and the two must agree."""
-    if checkpoint.previous_checkpoint_id != planned.parent_checkpoint_id:
+    if previous_checkpoint_id != planned.parent_checkpoint_id:
         raise MongoDBMappingError(
             "A checkpoint of the run to fork names another previous checkpoint than its document's "
             "parent_checkpoint_id: the document was modified outside this storage (or the run changed "
@@ -397,6 +506,14 @@ async def _require_only_the_copy(
             "session now holds its checkpoints among the copies. Clear it (clear_run) and fork again, "
             "or fork into a new session."
         )
+
+
+async def _save_transplanted(target: MongoDBCheckpointStorage, copy: _Transplant) -> None:
+    """One transplanted checkpoint stored into the copy, as :func:`_save` stores a decoded one."""
+    try:
+        await target._save_transplanted(copy.heading, copy.encoded)  # pyright: ignore[reportPrivateUsage]
+    except MongoDBStrictSaveFailure as failure:
+        raise failure.error from failure
 
 
 async def _save(target: MongoDBCheckpointStorage, checkpoint: WorkflowCheckpoint, planned: _Envelope) -> None:

@@ -118,6 +118,17 @@ class CheckpointDecoder:
                 the query returned although the ledger no longer holds it.
             MongoDBMappingError: A version, the place, the checksum or the payload is wrong.
         """
+        return await self.decode_stored(self.stored(documents, check, checkpoint_id=checkpoint_id))
+
+    def stored(
+        self, documents: list[Document], check: LedgerCheck | None, *, checkpoint_id: str | None = None
+    ) -> list[StoredPayload]:
+        """The payloads of stored documents whose gates, place, signature, lifetime and liveness
+        hold, the expired ones left out: :meth:`decode`'s checks before any payload byte is read.
+
+        Raises:
+            As :meth:`decode`, but for what only the payload shows.
+        """
         stored: list[StoredPayload] = []
         for document in documents:
             item = stored_payload(document, self._scope, self._policy, checkpoint_id=checkpoint_id)
@@ -131,6 +142,10 @@ class CheckpointDecoder:
                     raise MongoDBCheckpointNotFoundError("This run has no checkpoint with that id.")
                 continue
             stored.append(item)
+        return stored
+
+    async def decode_stored(self, stored: list[StoredPayload]) -> list[WorkflowCheckpoint]:
+        """Decode payloads :meth:`stored` passed, as :meth:`decode` does."""
         roots = {
             index: self._codec.open_chunked(item.payload, checksum=item.checksum)
             for index, item in enumerate(stored)
@@ -187,8 +202,17 @@ class CheckpointDecoder:
         wanted: set[bytes] = set()
         for index, root in roots.items():
             wanted.update(named_chunks(stored[index], root))
+        return await self.fetch_leaves(wanted, checkpoints=len(roots))
+
+    async def fetch_leaves(self, addresses: set[bytes], *, checkpoints: int) -> dict[bytes, object]:
+        """The stored leaves among ``addresses`` (unverified), in one bounded round trip: at most
+        what ``checkpoints`` loads may fetch.
+
+        Raises:
+            MongoDBMappingError: The leaves are larger than that.
+        """
         return await fetch_chunks(
-            self._collection, self._scope, wanted, max_bytes=len(roots) * self._fetch_allowance()
+            self._collection, self._scope, addresses, max_bytes=checkpoints * self._fetch_allowance()
         )
 
     def _fetch_allowance(self) -> int:

@@ -48,9 +48,16 @@ from .chunk_store import (
     delete_run_chunks,
     write_chunks,
 )
-from .codec import CANONICAL_HASH_VERSION, CHUNKED_PAYLOAD_FORMAT, CheckpointCodec, ChunkSettings
+from .codec import (
+    CANONICAL_HASH_VERSION,
+    CHUNKED_PAYLOAD_FORMAT,
+    CheckpointCodec,
+    ChunkSettings,
+    EncodedCheckpoint,
+)
 from .codec.chunks import Chunker
 from .codec.signing import PayloadSigner
+from .codec.transplant import RootHeading
 from .concerns import bind_collection, majority_acknowledged
 from .concurrency import concurrently, together
 from .connection import (
@@ -67,6 +74,7 @@ from .documents import (
     ENVELOPE_PROJECTION,
     PreparedCheckpoint,
     SignaturePolicy,
+    StoredPayload,
     prepare_checkpoint,
     stored_payload,
     utc_now,
@@ -337,11 +345,48 @@ class MongoDBCheckpointStorage(CheckpointStorage):
                     "its document was modified outside this storage. Nothing of it was written."
                 )
             activity = RunActivity(prepared.checkpoint_id, bool(checkpoint.pending_request_info_events))
-            allocation = await self._allocate(prepared, activity)
-            saved = await self._insert(prepared, activity, allocation)
-            await self._keep_last(saved)
-            record.result_count = 1
-            return saved.checkpoint_id
+            return await self._store(prepared, activity, record)
+
+    async def _save_transplanted(self, heading: RootHeading, encoded: EncodedCheckpoint) -> CheckpointID:
+        """:meth:`save`, for ``fork_run``, of a checkpoint already encoded for this run: a source
+        checkpoint's root and leaves moved into this run's chunk context (``codec/transplant.py``),
+        with its identity hash. Stored as a save stores (sequence, signature with the first key,
+        expiry, chunk writes and touches, idempotent retry, ``keep_last``)."""
+        with escalated_save_failures(self._options.strict_saves), self._operation("save") as record:
+            check_chunk_sizes(encoded.chunks)
+            count_payload_bytes(len(encoded.payload))
+            prepared = prepare_checkpoint(
+                self._scope,
+                heading,
+                encoded,
+                created_at=utc_now(),
+                ttl=self._options.ttl,
+                signer=self._signer,
+            )
+            return await self._store(
+                prepared, RunActivity(heading.checkpoint_id, heading.waiting_for_input), record
+            )
+
+    async def _store(
+        self, prepared: PreparedCheckpoint, activity: RunActivity, record: OperationRecord
+    ) -> str:
+        """A prepared checkpoint's round trips: allocate (with its chunks), insert, prune if due."""
+        allocation = await self._allocate(prepared, activity)
+        saved = await self._insert(prepared, activity, allocation)
+        await self._keep_last(saved)
+        record.result_count = 1
+        return saved.checkpoint_id
+
+    async def _stored_page(self, cursor: str | None, limit: int) -> tuple[list[StoredPayload], str | None]:
+        """One page of the run's stored payloads after ``cursor``, checked as a read checks them
+        before decoding (``fork_run`` moves them without decoding), and the next page's cursor."""
+        with self._operation("list_checkpoint_page") as record:
+            documents, size, check = await self._requested_page(
+                PAYLOAD_PROJECTION, self._scope.workflow_name, cursor, limit
+            )
+            stored = self._decoder.stored(documents, check)
+            record.result_count = len(stored)
+            return stored, self._next_cursor(documents, size)
 
     async def load(self, checkpoint_id: CheckpointID) -> WorkflowCheckpoint:
         """Return the bound run's checkpoint with this id.

@@ -36,6 +36,7 @@ def summary_lines(result: MongoDBForkResult) -> list[str]:
         f"into:       {printable(result.session_id)}",
         f"resume at:  {printable(result.checkpoint_id)}",
         f"copied:     {result.copied}, already there: {result.already_copied}",
+        f"moved:      {result.transplanted} as stored, {result.reencoded} re-encoded",
         f"signed:     {'yes' if result.signed else 'no'}",
     ]
 

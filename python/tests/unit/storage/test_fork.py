@@ -82,6 +82,7 @@ async def test_a_whole_chain_is_copied_with_its_ids_lineage_and_order(collection
         already_copied=0,
         payload_bytes=result.payload_bytes,
         signed=False,
+        reencoded=4,  # small checkpoints, stored whole: nothing to transplant
     )
     assert result.payload_bytes > 0
     copies = await checkpoints_of(collection, TARGET)

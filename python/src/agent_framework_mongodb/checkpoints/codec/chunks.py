@@ -72,14 +72,20 @@ __all__ = [
     "DEFAULT_LEAF_BYTES",
     "DEFAULT_SPLIT_ABOVE",
     "DEFAULT_TAIL_MODULUS",
+    "MAX_LEVELS",
+    "REFERENCE_COST",
     "REFERENCE_TAG",
     "Chunk",
     "ChunkReader",
     "Chunker",
+    "LeafContent",
     "MissingChunkError",
     "SplitTree",
     "join_cost",
+    "leaf_address",
+    "load_leaf",
     "prove_chunk",
+    "reference_addresses",
     "references",
 ]
 
@@ -110,10 +116,10 @@ _DESCENTS: Final = 64
 pickled whole to see whether it fits."""
 _ADDRESS_BYTES: Final = 32
 _U32: Final = struct.Struct(">I")
-_REFERENCE_COST: Final = 64
+REFERENCE_COST: Final = 64
 """Budget charged per reference joined, besides its bytes, so that many references to one tiny leaf
 still exhaust the budget."""
-_MAX_LEVELS: Final = MAX_NESTING
+MAX_LEVELS: Final = MAX_NESTING
 """Leaves referencing leaves: a split nests references no deeper than the tree's containers, which
 the walk bounds by ``MAX_NESTING``, so a load accepts as many levels as a save can write."""
 _RECORD_ARITY: Final = 3
@@ -164,8 +170,12 @@ class SplitTree:
     chunks: tuple[Chunk, ...]
 
 
-def _address(context: bytes, data: bytes) -> bytes:
+def leaf_address(context: bytes, data: bytes) -> bytes:
+    """The address of a leaf's stored bytes ``data`` within ``context``."""
     return hashlib.sha256(_U32.pack(len(context)) + context + data).digest()
+
+
+_address = leaf_address
 
 
 class _Framed:
@@ -335,6 +345,31 @@ class Chunker:
             return SplitTree(root, tuple(self._chunks.values()))
         finally:
             self._known, self._seen, self._chunks = self._seen, {}, {}
+
+    def regroup(self, kind: str, parts: Sequence[object]) -> tuple[list[bytes], tuple[Chunk, ...]]:
+        """Cut a list's elements (``kind`` ``"l"``) or a dict's ``[key, value]`` entries (``"d"``)
+        into leaves exactly as :meth:`split` cuts a container it splits: the addresses of the
+        reference record, and the leaves, in order.
+
+        For the transplant (``transplant.py``), whose parts are already split: their nested
+        references decide where a tail is cut, and name another run's leaves until rewritten. The
+        leaves are remembered as a split's are, until :meth:`settle`.
+        """
+        framed = _Framed()
+        framed.extend(parts, 0, sys.maxsize)
+        self._chunks = {}
+        try:
+            record, _ = self._runs(kind, parts, framed)
+            addresses = cast("tuple[str, str, list[bytes]]", record)[2]
+            return addresses, tuple(self._chunks.values())
+        finally:
+            self._chunks = {}
+
+    def settle(self) -> None:
+        """End one checkpoint's :meth:`regroup` calls: the next checkpoint's reuse its leaves, as
+        one split's reuse the last split's."""
+        if self._seen:
+            self._known, self._seen = self._seen, {}
 
     def _split(self, node: object) -> tuple[object, int]:
         """The node with its large parts split, and the part's estimated pickled size.
@@ -524,7 +559,7 @@ def references(node: object) -> Iterator[bytes]:
         if cls is tuple:
             items = cast("tuple[Any, ...]", current)
             if items and items[0] == REFERENCE_TAG:
-                yield from _reference_addresses(items)
+                yield from reference_addresses(items)
                 continue
             stack.extend(reversed(items))
         elif cls is list:
@@ -544,7 +579,8 @@ def _visit(seen: dict[int, object], container: object) -> None:
     seen[marker] = container
 
 
-def _reference_addresses(record: tuple[Any, ...]) -> list[bytes]:
+def reference_addresses(record: tuple[Any, ...]) -> list[bytes]:
+    """The addresses of a reference record, which must be ``("@", kind, [address, ...])``."""
     if len(record) != _RECORD_ARITY or record[1] not in _KINDS or type(record[2]) is not list:
         raise MongoDBMappingError("Checkpoint payload holds a malformed chunk reference.")
     addresses = cast("list[object]", record[2])
@@ -562,7 +598,9 @@ keeps its reference unresolved, and the rebuild refuses it."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class _Leaf:
+class LeafContent:
+    """A stored leaf verified, decompressed and (a list or dict leaf) parsed."""
+
     kind: str
     body: bytes
     elements: tuple[object, ...]
@@ -605,7 +643,7 @@ class ChunkReader:
         self._context = context
         self._root = root
         self._budget = budget
-        self._leaves: dict[bytes, _Leaf] = {}
+        self._leaves: dict[bytes, LeafContent] = {}
         self._levels = 0
         self._reachable: set[bytes] = set(references(root))
         self._inflated = 0
@@ -627,7 +665,7 @@ class ChunkReader:
             return
         if address not in self._reachable:
             raise MongoDBMappingError("A stored checkpoint chunk is not one its checkpoint references.")
-        leaf = _load_leaf(self._context, self._budget - self._inflated, address, data)
+        leaf = load_leaf(self._context, self._budget - self._inflated, address, data)
         self._inflated += len(leaf.body) + 1
         self.joined_bytes += len(leaf.body)
         self._leaves[address] = leaf
@@ -645,7 +683,7 @@ class ChunkReader:
         if wanted:
             # Each call that names leaves is one level deeper than the leaves added before it.
             self._levels += 1
-            if self._levels > _MAX_LEVELS:
+            if self._levels > MAX_LEVELS:
                 raise MongoDBMappingError("A stored checkpoint's chunks nest too deeply.")
         return wanted
 
@@ -666,9 +704,9 @@ class ChunkReader:
             raise MongoDBMappingError("A stored checkpoint's chunked tree is nested too deeply.") from None
 
 
-def _load_leaf(context: bytes, budget: int, address: object, data: object) -> _Leaf:
+def load_leaf(context: bytes, budget: int, address: object, data: object) -> LeafContent:
     """A stored leaf verified against its address, decompressed within ``budget`` and parsed:
-    the load path, shared by :meth:`ChunkReader.add` and :func:`prove_chunk`."""
+    the load path, shared by :meth:`ChunkReader.add`, :func:`prove_chunk` and the transplant."""
     if type(address) is not bytes or type(data) is not bytes:
         raise MongoDBMappingError("A stored checkpoint chunk lacks its address or data.")
     if not hmac.compare_digest(_address(context, data), address):
@@ -681,8 +719,8 @@ def _load_leaf(context: bytes, budget: int, address: object, data: object) -> _L
     if kind not in _KINDS:
         raise MongoDBMappingError("A stored checkpoint chunk is of an unknown kind.")
     if kind in {_LIST, _DICT}:
-        return _Leaf(kind, body, _parse(body), _REFERENCE_MARK in body)
-    return _Leaf(kind, body, (), False)
+        return LeafContent(kind, body, _parse(body), _REFERENCE_MARK in body)
+    return LeafContent(kind, body, (), False)
 
 
 def _decompress(data: bytes, budget: int) -> bytes:
@@ -709,7 +747,7 @@ def _decompress(data: bytes, budget: int) -> bytes:
 def join_cost(root: object, chunks: Sequence[Chunk]) -> int:
     """What joining ``root`` with ``chunks`` charges to a :class:`ChunkReader`'s budget: each
     reference, however often it is named and however deep, its leaf's body and
-    ``_REFERENCE_COST``. A save refuses a checkpoint whose join would exceed the budget its load
+    ``REFERENCE_COST``. A save refuses a checkpoint whose join would exceed the budget its load
     will have, so every stored checkpoint loads again (a tree sharing one large string in many
     places pickles small, and joins large)."""
     by_address = {chunk.address: chunk for chunk in chunks}
@@ -719,7 +757,7 @@ def join_cost(root: object, chunks: Sequence[Chunk]) -> int:
         known = costs.get(address)
         if known is None:
             chunk = by_address[address]
-            known = chunk.body_bytes + _REFERENCE_COST
+            known = chunk.body_bytes + REFERENCE_COST
             if chunk.nests:
                 known += sum(cost(child) for part in chunk.parts for child in references(part))
             costs[address] = known
@@ -741,7 +779,7 @@ def prove_chunk(context: bytes, chunk: Chunk, *, budget: int) -> None:
         MongoDBSerializationError: The chunk would not load, or would load to other parts.
     """
     try:
-        leaf = _load_leaf(context, budget, chunk.address, chunk.data)
+        leaf = load_leaf(context, budget, chunk.address, chunk.data)
     except MongoDBMappingError as error:
         raise MongoDBSerializationError(
             f"A checkpoint chunk would not load again, so it was not stored: {error}"
@@ -768,7 +806,7 @@ class _Joiner:
 
     __slots__ = ("_leaves", "_remaining", "_seen", "_used")
 
-    def __init__(self, leaves: Mapping[bytes, _Leaf], budget: int) -> None:
+    def __init__(self, leaves: Mapping[bytes, LeafContent], budget: int) -> None:
         self._leaves = leaves
         self._remaining = budget
         self._used: set[bytes] = set()
@@ -799,7 +837,7 @@ class _Joiner:
 
     def _resolve(self, record: tuple[Any, ...]) -> object:
         kind = record[1] if len(record) == _RECORD_ARITY else None
-        addresses = _reference_addresses(record)
+        addresses = reference_addresses(record)
         leaves = [self._leaf(address, kind) for address in addresses]
         if kind in {_STR, _BYTES}:
             data = b"".join(leaf.body for leaf in leaves)
@@ -825,7 +863,7 @@ class _Joiner:
             mapping[key] = pair[1]
         return mapping
 
-    def _elements(self, address: bytes, leaf: _Leaf) -> tuple[object, ...]:
+    def _elements(self, address: bytes, leaf: LeafContent) -> tuple[object, ...]:
         # The first reference takes the elements parsed when the leaf was added; a leaf named
         # again is parsed again, because the rebuild refuses a container that appears twice.
         if address in self._used:
@@ -833,7 +871,7 @@ class _Joiner:
         self._used.add(address)
         return leaf.elements
 
-    def _leaf(self, address: bytes, kind: object) -> _Leaf:
+    def _leaf(self, address: bytes, kind: object) -> LeafContent:
         leaf = self._leaves.get(address)
         if leaf is None:
             raise MissingChunkError(
@@ -842,7 +880,7 @@ class _Joiner:
             )
         if leaf.kind != kind:
             raise MongoDBMappingError("A stored checkpoint chunk is not of the kind its reference names.")
-        self._remaining -= len(leaf.body) + _REFERENCE_COST
+        self._remaining -= len(leaf.body) + REFERENCE_COST
         if self._remaining < 0:
             raise MongoDBMappingError("The stored checkpoint's chunks exceed the checkpoint size limit.")
         return leaf
