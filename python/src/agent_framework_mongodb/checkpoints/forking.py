@@ -25,7 +25,7 @@ holding anything else is refused before any write.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Final, Literal
 
 from .._telemetry import completion_log, count_round_trip, target_of
@@ -52,7 +52,7 @@ from .documents import (
 from .driver import CheckpointCollection, Document
 from .indexes import SIMPLE_COLLATION
 from .ledger import LedgerCheck, read_ledger
-from .options import validate_identifier
+from .options import MongoDBCheckpointStorageOptions, validate_identifier
 from .paging import PagePosition, encode_cursor
 from .queries import ASCENDING_SEQUENCE, page_filter
 from .reading import CheckpointDecoder
@@ -65,7 +65,7 @@ if TYPE_CHECKING:
 
     from .storage import MongoDBCheckpointStorage
 
-__all__ = ["ForkKeep", "MongoDBForkResult", "fork_run"]
+__all__ = ["ForkAccess", "ForkKeep", "MongoDBForkResult", "fork_run"]
 
 ForkKeep = Literal["latest", "chain"] | int
 """What a fork copies: ``"latest"`` (the chosen checkpoint alone), ``"chain"`` (it and every
@@ -156,15 +156,38 @@ class _Plan:
     copy reads no further, so nothing after the fork point is decoded."""
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class ForkAccess:
+    """The steps of the two storages a fork runs below their public methods, handed over by
+    :meth:`MongoDBCheckpointStorage.fork_run`, so this module reaches into no storage's internals.
+
+    Attributes:
+        read_stored: One page of the source run's stored payloads after a cursor, checked as a
+            read checks them before decoding, and the next page's cursor.
+        decoder: The source's loader (leaves fetched by address; payloads decoded, verified first).
+        store_transplanted: Stores a transplanted checkpoint into the target, as its save stores.
+        store_reencoded: Saves a decoded checkpoint into the target, refusing it before any write
+            unless its identity hash is the given one.
+    """
+
+    read_stored: Callable[[str | None, int], Awaitable[tuple[list[StoredPayload], str | None]]]
+    decoder: CheckpointDecoder
+    store_transplanted: Callable[[RootHeading, EncodedCheckpoint], Awaitable[str]]
+    store_reencoded: Callable[[WorkflowCheckpoint, str], Awaitable[str]]
+
+
 async def fork_run(
     collection: CheckpointCollection,
     source: MongoDBCheckpointStorage,
+    target: MongoDBCheckpointStorage,
+    access: ForkAccess,
     *,
     to_session_id: str,
     checkpoint_id: str | None = None,
     keep: ForkKeep = "latest",
 ) -> MongoDBForkResult:
-    """Copy ``source``'s run up to ``checkpoint_id`` (its latest by default) into ``to_session_id``.
+    """Copy ``source``'s run up to ``checkpoint_id`` (its latest by default) into ``target``'s, the
+    run ``to_session_id`` of the same workflow (``source.for_session(to_session_id)``).
 
     Planning reads envelopes only, under one ``operation_timeout``; each page read and each save of
     the copy is then an operation of its own, with its own deadline.
@@ -187,7 +210,6 @@ async def fork_run(
     limit = _limit_of(keep)
     if to_session_id == options.session_id:
         raise MongoDBConfigurationError("fork_run copies a run into another session, not into itself.")
-    target = source.for_session(to_session_id)
     keys = tuple(options.signing_keys)
     signer = PayloadSigner(keys) if keys else None
     source_scope = RunScope.from_options(options)
@@ -203,7 +225,7 @@ async def fork_run(
                 limit=limit,
                 max_bytes=options.max_checkpoint_bytes,
             )
-        copied = await _copy(source, target, plan)
+        copied = await _copy(options, target.options, access, plan)
         record.result_count = copied.transplanted + copied.reencoded
         with operation_deadline(options.operation_timeout):
             await _require_only_the_copy(collection, target_scope, signer, plan, options.max_checkpoint_bytes)
@@ -364,7 +386,12 @@ class _Transplant:
     """The identity hash its source document records as read (checked against the planned one)."""
 
 
-async def _copy(source: MongoDBCheckpointStorage, target: MongoDBCheckpointStorage, plan: _Plan) -> _Copied:
+async def _copy(
+    options: MongoDBCheckpointStorageOptions,
+    target_options: MongoDBCheckpointStorageOptions,
+    access: ForkAccess,
+    plan: _Plan,
+) -> _Copied:
     """Save the rest of the selection into ``target``, oldest first; how many were saved, and how.
 
     Each page is read as stored and made ready whole before any of it is saved: a chunked
@@ -376,11 +403,10 @@ async def _copy(source: MongoDBCheckpointStorage, target: MongoDBCheckpointStora
         return _Copied()
     wanted = {envelope.checkpoint_id: envelope for envelope in remaining}
     point = remaining[-1].checkpoint_id
-    options = source.options
     scope = RunScope.from_options(options)
     transplanter = Transplanter(
         scope.chunk_context(CHUNKED_PAYLOAD_FORMAT),
-        RunScope.from_options(target.options).chunk_context(CHUNKED_PAYLOAD_FORMAT),
+        RunScope.from_options(target_options).chunk_context(CHUNKED_PAYLOAD_FORMAT),
         max_checkpoint_bytes=options.max_checkpoint_bytes,
     )
     cursor = None if plan.before_first is None else encode_cursor(scope, plan.before_first)
@@ -388,18 +414,18 @@ async def _copy(source: MongoDBCheckpointStorage, target: MongoDBCheckpointStora
     left = plan.span
     while True:
         limit = max(1, min(_COPY_PAGE, left))
-        page, following = await source._stored_page(cursor, limit)  # pyright: ignore[reportPrivateUsage]
+        page, following = await access.read_stored(cursor, limit)
         left -= len(page)
         selected = [(item, wanted[item.checkpoint_id]) for item in page if item.checkpoint_id in wanted]
-        for copy, planned in await _ready(source, transplanter, selected):
+        for copy, planned in await _ready(options.workflow_name, access.decoder, transplanter, selected):
             if isinstance(copy, _Transplant):
                 _require_planned_lineage(copy.heading.previous_checkpoint_id, planned)
                 _require_planned_identity(copy.payload_hash, planned)
-                await _save_transplanted(target, copy)
+                await _saved(access.store_transplanted(copy.heading, copy.encoded))
                 copied = dataclasses.replace(copied, transplanted=copied.transplanted + 1)
             else:
                 _require_planned_lineage(copy.previous_checkpoint_id, planned)
-                await _save(target, copy, planned)
+                await _saved(access.store_reencoded(copy, planned.payload_hash))
                 copied = dataclasses.replace(copied, reencoded=copied.reencoded + 1)
             del wanted[planned.checkpoint_id]
         cursor = following
@@ -415,13 +441,13 @@ async def _copy(source: MongoDBCheckpointStorage, target: MongoDBCheckpointStora
 
 
 async def _ready(
-    source: MongoDBCheckpointStorage,
+    workflow_name: str,
+    decoder: CheckpointDecoder,
     transplanter: Transplanter,
     selected: Sequence[tuple[StoredPayload, _Envelope]],
 ) -> list[tuple[_Transplant | WorkflowCheckpoint, _Envelope]]:
     """A page's selected checkpoints, in order, ready to save: transplanted where they can be,
     else decoded. One that is removed meanwhile is left out (the copy reports it missing)."""
-    decoder = source._decoder  # pyright: ignore[reportPrivateUsage]
     roots = {
         item.checkpoint_id: transplanter.open(item.payload, item.checksum)
         for item, _ in selected
@@ -439,10 +465,7 @@ async def _ready(
         if root is None:
             continue
         heading = root_heading(root)
-        if (
-            heading.checkpoint_id != item.checkpoint_id
-            or heading.workflow_name != source.options.workflow_name
-        ):
+        if heading.checkpoint_id != item.checkpoint_id or heading.workflow_name != workflow_name:
             message = "A stored checkpoint's payload does not belong to its document."
             raise MongoDBIntegrityError(message) if decoder.signed else MongoDBMappingError(message)
         try:
@@ -508,20 +531,11 @@ async def _require_only_the_copy(
         )
 
 
-async def _save_transplanted(target: MongoDBCheckpointStorage, copy: _Transplant) -> None:
-    """One transplanted checkpoint stored into the copy, as :func:`_save` stores a decoded one."""
+async def _saved(save: Awaitable[str]) -> None:
+    """One save into the copy; a strict storage's failure is raised as the error it carries (the
+    fork is no workflow run to stop)."""
     try:
-        await target._save_transplanted(copy.heading, copy.encoded)  # pyright: ignore[reportPrivateUsage]
-    except MongoDBStrictSaveFailure as failure:
-        raise failure.error from failure
-
-
-async def _save(target: MongoDBCheckpointStorage, checkpoint: WorkflowCheckpoint, planned: _Envelope) -> None:
-    """One save into the copy, refused before any write if the checkpoint's identity hash is not
-    the planned one; a strict storage's failure is raised as the error it carries (the fork is no
-    workflow run to stop)."""
-    try:
-        await target._save_copy(checkpoint, payload_hash=planned.payload_hash)  # pyright: ignore[reportPrivateUsage]
+        await save
     except MongoDBStrictSaveFailure as failure:
         raise failure.error from failure
 

@@ -80,7 +80,7 @@ from .documents import (
     utc_now,
 )
 from .driver import CheckpointClient, CheckpointCollection, Document
-from .forking import ForkKeep, MongoDBForkResult, fork_run
+from .forking import ForkAccess, ForkKeep, MongoDBForkResult, fork_run
 from .indexes import CHECKPOINT_INDEXES, SIMPLE_COLLATION
 from .ledger import LedgerCheck, read_ledger, read_with_ledger, record_deletion
 from .options import MongoDBCheckpointStorageOptions, validate_identifier
@@ -324,7 +324,7 @@ class MongoDBCheckpointStorage(CheckpointStorage):
         """
         return await self._save(checkpoint)
 
-    async def _save_copy(self, checkpoint: WorkflowCheckpoint, *, payload_hash: str) -> CheckpointID:
+    async def _save_copy(self, checkpoint: WorkflowCheckpoint, payload_hash: str) -> CheckpointID:
         """:meth:`save`, for ``fork_run``: refuse, before any write, a checkpoint whose identity hash
         is not ``payload_hash`` (the one its source document recorded when the fork was planned).
 
@@ -594,8 +594,21 @@ class MongoDBCheckpointStorage(CheckpointStorage):
                 document was modified), or another writer saved into the target while it was copied.
         """
         self._require_open()
+        target = self.for_session(to_session_id)
+        access = ForkAccess(
+            read_stored=self._stored_page,
+            decoder=self._decoder,
+            store_transplanted=target._save_transplanted,
+            store_reencoded=target._save_copy,
+        )
         return await fork_run(
-            self._collection, self, to_session_id=to_session_id, checkpoint_id=checkpoint_id, keep=keep
+            self._collection,
+            self,
+            target,
+            access,
+            to_session_id=to_session_id,
+            checkpoint_id=checkpoint_id,
+            keep=keep,
         )
 
     async def clear_run(self) -> MongoDBCheckpointClearResult:
