@@ -3,6 +3,7 @@
 Run from ``python/``::
 
     uv run python -m benchmarks.fuzz_chunks --seconds 300
+    uv run python -m benchmarks.fuzz_chunks --seconds 300 --fork
 
 A worker process plants a real chunked checkpoint in the in-process engine, then, example after
 example, mutates its root or one of its chunks (bit flips, byte writes, insertions, deletions,
@@ -12,6 +13,17 @@ leaves and root that name it, so that the mutation passes the address check and 
 parser (``tests/unit/codec/chunk_corpus.py``). ``storage.load`` must then raise a package mapping
 error, or return the saved checkpoint, or (re-addressed only) another checkpoint that a save
 accepts again, and change nothing (``Guard``).
+
+With ``--fork`` every example also forks the mutated run (``fork_run(keep="chain")`` into a new
+session: ADR 0040's transplant, or its decode-and-save fallback), after the load on even examples
+and before it on odd ones, under the same Guard (``chunk_corpus.judge_fork``). Three examples in
+four fork into an emptied session under whose context the intact run transplants (under most, its
+nested list is cut otherwise and the fork re-encodes it), the fourth into a fresh one. The fork must raise
+a package error (mapping, integrity, concurrency, not found), or return, and then the copy's load
+of each copied id must end as the source's load of it does: the same checkpoint (equal
+``to_dict()`` identity hash) or a package mapping error on both; the source run's documents stay
+as they were. An outcome then reads ``<load outcome>; fork <fork outcome>``. Without the flag the
+fuzz is the load-only one it always was.
 
 The worker runs under an address-space limit and writes each plan to ``current.json`` before
 loading it, so when it dies or hangs the parent keeps that plan as a reproducer and starts a new
@@ -53,8 +65,10 @@ def _kind(outcome: str, problems: Sequence[str]) -> str:
 
 
 class _Worker:
-    def __init__(self, until: float, state: Path) -> None:
+    def __init__(self, until: float, state: Path, *, fork: bool = False) -> None:
         self.until = until
+        self.fork = fork
+        self.count = 0
         self.state = state
         self.cwd = state / "cwd"
         self.cwd.mkdir(exist_ok=True)
@@ -91,10 +105,29 @@ class _Worker:
         if time.time() >= self.until:
             return
         target, index, readdress, steps = plan
-        self.current.write_text(json.dumps([target, index, readdress, [[*s[:3], s[3].hex()] for s in steps]]))
+        self.count += 1
+        fork_first = self.count % 2 == 1
+        written: list[Any] = [target, index, readdress, [[*s[:3], s[3].hex()] for s in steps]]
+        if self.fork:
+            written.append({"fork_first": fork_first})
+        self.current.write_text(json.dumps(written))
         started = time.perf_counter()
         mutation = chunks.mutate(self.base, plan)
-        outcome, problems = chunks.judge_mutation(self.loop, self.collection, self.base, mutation, self.cwd)
+        if self.fork:
+            outcome, problems = chunks.judge_fork(
+                self.loop,
+                self.collection,
+                self.base,
+                mutation,
+                self.cwd,
+                # Three in four into the empty session the intact run transplants into.
+                to_session_id=None if self.count % 4 else f"fork-{os.getpid()}-{self.count}",
+                fork_first=fork_first,
+            )
+        else:
+            outcome, problems = chunks.judge_mutation(
+                self.loop, self.collection, self.base, mutation, self.cwd
+            )
         self.slowest = max(self.slowest, time.perf_counter() - started)
         self.examples[mutation.description] += 1
         self.outcomes[f"{mutation.description}: {outcome}"] += 1
@@ -126,7 +159,7 @@ class _Worker:
         self.last_write = time.monotonic()
 
 
-def _report(state: Path, crashes: list[str], seconds: float) -> str:
+def _report(state: Path, crashes: list[str], seconds: float, *, fork: bool = False) -> str:
     examples: Counter[str] = Counter()
     outcomes: Counter[str] = Counter()
     findings: Counter[str] = Counter()
@@ -140,7 +173,8 @@ def _report(state: Path, crashes: list[str], seconds: float) -> str:
     total = sum(examples.values())
     return "\n".join(
         [
-            f"chunk fuzz: {total:,} examples in {seconds:.0f} s ({total / max(seconds, 1):.0f}/s); "
+            f"chunk fuzz{' with fork_run' if fork else ''}: {total:,} examples in {seconds:.0f} s "
+            f"({total / max(seconds, 1):.0f}/s); "
             f"slowest example {slowest:.2f} s",
             "examples by mutation: "
             + ", ".join(f"{name} {count:,}" for name, count in sorted(examples.items())),
@@ -160,6 +194,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=60.0, help="how long to fuzz (default 60)")
     parser.add_argument("--memory-limit", type=int, default=2 << 30, help="worker address space in bytes")
     parser.add_argument("--state", type=Path, default=None, help="directory for reproducers")
+    parser.add_argument(
+        "--fork", action="store_true", help="also fork every mutated run and load the copy (judge_fork)"
+    )
     parser.add_argument("--worker", type=float, default=None, help=argparse.SUPPRESS)
     arguments = parser.parse_args(argv)
     state: Path = arguments.state or Path(tempfile.mkdtemp(prefix="afm-chunk-fuzz-"))
@@ -167,7 +204,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if arguments.worker is not None:
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         resource.setrlimit(resource.RLIMIT_AS, (arguments.memory_limit, arguments.memory_limit))
-        _Worker(arguments.worker, state).run()
+        _Worker(arguments.worker, state, fork=arguments.fork).run()
         return 0
     started = time.time()
     until = started + arguments.seconds
@@ -185,6 +222,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             str(state),
             "--memory-limit",
             str(arguments.memory_limit),
+            *(["--fork"] if arguments.fork else []),
         ]
         with (state / "worker-stderr.log").open("ab") as stderr:
             worker = subprocess.Popen(command, cwd=python_dir, env=env, stderr=stderr)  # noqa: S603 - fixed arguments
@@ -204,7 +242,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             if current.exists():
                 current.replace(reproducer)
             crashes.append(f"{'hang' if hung else f'exit {code}'}: {reproducer}")
-    print(_report(state, crashes, time.time() - started))
+    print(_report(state, crashes, time.time() - started, fork=arguments.fork))
     return 1 if crashes or any(state.glob("finding-*.json")) else 0
 
 

@@ -44,7 +44,11 @@ from agent_framework_mongodb.checkpoints.codec import (
     payload_checksum,
 )
 from agent_framework_mongodb.checkpoints.scope import CHUNK_KIND, RunScope
-from agent_framework_mongodb.errors import MongoDBMappingError
+from agent_framework_mongodb.errors import (
+    MongoDBCheckpointNotFoundError,
+    MongoDBConcurrencyError,
+    MongoDBMappingError,
+)
 from agent_framework_mongodb.testing import InMemoryCollection, InMemoryMongoClient
 from tests.unit.codec import hostile_corpus as corpus
 from tests.unit.codec.hostile_corpus import BASE_ID
@@ -60,6 +64,8 @@ __all__ = [
     "Forge",
     "apply_plant",
     "base_checkpoint",
+    "judge_fork",
+    "judge_mutation",
     "load_base",
     "mutations",
     "options",
@@ -1297,16 +1303,15 @@ def judge_mutation(
         _EXPECTED.append(canonical_hash(base_checkpoint().to_dict()))
     loop.run_until_complete(plant_mutation(collection, base, mutation))
     storage = MongoDBCheckpointStorage(collection, options=options(signed=False))
-    value: object = None
     with corpus.Guard(root, (_FUZZ_MARKER,)) as guard:
-        try:
-            value = loop.run_until_complete(storage.load(BASE_ID))
-            outcome = "checkpoint"
-        except MongoDBMappingError as error:
-            outcome = type(error).__name__
-        except BaseException as error:
-            outcome = f"escape:{type(error).__module__}.{type(error).__qualname__}: {str(error)[:200]}"
-    problems = list(guard.problems)
+        value, outcome = _attempt(loop, storage.load(BASE_ID))
+    return _judge_loaded(value, outcome, mutation, list(guard.problems))
+
+
+def _judge_loaded(
+    value: object, outcome: str, mutation: Mutation, problems: list[str]
+) -> tuple[str, list[str]]:
+    """A load's outcome and what is wrong with it (``problems``: the Guard's, extended)."""
     if outcome.startswith("escape:"):
         problems.append(outcome)
     if outcome != "checkpoint":
@@ -1322,3 +1327,167 @@ def judge_mutation(
     except BaseException as error:
         problems.append(f"accepted, but a save of the result raises {type(error).__name__}: {error}")
     return "other", problems
+
+
+# -- the fork fuzz: fork_run of a mutated run (ADR 0040's transplant and its re-encoding fallback) --
+
+FORK_ERRORS: Final = (MongoDBMappingError, MongoDBConcurrencyError, MongoDBCheckpointNotFoundError)
+"""What a fork of a damaged run may raise (``MongoDBIntegrityError`` is a mapping error)."""
+_TRANSPLANTING: list[str] = []
+"""The session the intact base transplants into (found once per process by :func:`_warm_fork`)."""
+
+
+def _escape(error: BaseException) -> str:
+    return f"escape:{type(error).__module__}.{type(error).__qualname__}: {str(error)[:200]}"
+
+
+def _attempt(loop: asyncio.AbstractEventLoop, awaitable: Any) -> tuple[object, str]:
+    """A load's value and outcome: ``checkpoint``, a package mapping error's class, or an escape."""
+    try:
+        return loop.run_until_complete(awaitable), "checkpoint"
+    except MongoDBMappingError as error:
+        return None, type(error).__name__
+    except BaseException as error:
+        return None, _escape(error)
+
+
+def _category(value: object, outcome: str) -> str:
+    """What a load's outcome must agree on between a run and its copy: the checkpoint's identity
+    (its ``to_dict()``'s canonical hash), or ``refused`` (any package mapping error)."""
+    if outcome != "checkpoint":
+        return outcome if outcome.startswith("escape:") else "refused"
+    if not isinstance(value, WorkflowCheckpoint):
+        return f"not a checkpoint: {value!r:.60}"
+    try:
+        return "checkpoint " + canonical_hash(value.to_dict())
+    except BaseException as error:
+        return f"checkpoint without identity ({_escape(error)})"
+
+
+async def _run_documents(collection: InMemoryCollection, scope: RunScope) -> list[dict[str, Any]]:
+    documents = await collection.find(scope.fields()).to_list(None)
+    return sorted(documents, key=lambda document: repr(document["_id"]))
+
+
+async def _drop_run(collection: InMemoryCollection, scope: RunScope) -> None:
+    await collection.delete_many(scope.fields())
+    if await collection.count_documents({"session_id": scope.session_id}):
+        raise AssertionError(f"the fork target {scope.session_id!r} was not dropped")
+
+
+def _unmutated(base: Base) -> Mutation:
+    chunks = tuple((bytes(chunk["_id"]), bytes(chunk["data"])) for chunk in base.chunks)
+    root = base.root_document
+    return Mutation(bytes(root["checkpoint"]), bytes(root["nested_chunks"]), chunks, False, "none")
+
+
+def _warm_fork(loop: asyncio.AbstractEventLoop, collection: InMemoryCollection, base: Base) -> str:
+    """The session the intact base run forks into by transplant (``transplanted == 1``).
+
+    Under most target contexts the base's nested list is cut into another number of leaves, and
+    the fork declines the transplant and re-encodes (``NotTransplantable``); so a fork fuzz that
+    only used fresh sessions would mostly test the fallback. The search forks the intact run,
+    outside any Guard, so what a fork and a copy's load import or initialize lazily on first use
+    is not blamed on the first mutation."""
+    if _TRANSPLANTING:
+        return _TRANSPLANTING[0]
+    loop.run_until_complete(plant_mutation(collection, base, _unmutated(base)))
+    storage = MongoDBCheckpointStorage(collection, options=options(signed=False))
+    for n in range(200):
+        copy = storage.for_session(f"fork-transplanting-{n}")
+        try:
+            result = loop.run_until_complete(
+                storage.fork_run(to_session_id=copy.options.session_id, keep="chain")
+            )
+            for checkpoint_id in result.checkpoint_ids:
+                loop.run_until_complete(copy.load(checkpoint_id))
+        finally:
+            loop.run_until_complete(_drop_run(collection, RunScope.from_options(copy.options)))
+        if result.transplanted == 1:
+            _TRANSPLANTING.append(copy.options.session_id)
+            return _TRANSPLANTING[0]
+    raise AssertionError("no target session of 200 transplants the intact base")
+
+
+def judge_fork(
+    loop: asyncio.AbstractEventLoop,
+    collection: InMemoryCollection,
+    base: Base,
+    mutation: Mutation,
+    root: Path,
+    *,
+    to_session_id: str | None,
+    fork_first: bool,
+) -> tuple[str, list[str]]:
+    """Plant a mutation, then load it and fork its run (``fork_run(keep="chain")``) into the new
+    session ``to_session_id`` (``None``: the empty session the intact base transplants into, so
+    that the transplant, not its fallback, meets the mutation), in that order or
+    (``fork_first``) the fork first, under one Guard.
+
+    The load is judged as :func:`judge_mutation` judges it. The fork must raise a package error
+    (:data:`FORK_ERRORS`), or return the chain forked at the mutated checkpoint, and then the
+    copy's load of each copied id must end as the source's load of it does: the same checkpoint
+    (equal ``to_dict()`` identity hash), or a package mapping error on both. The fork and the
+    copy's loads change nothing (the Guard), nor any document of the source run. The outcome is
+    the load's, then the fork's (``forked t<transplanted> r<re-encoded>`` or its error's class).
+    """
+    transplanting = _warm_fork(loop, collection, base)
+    to_session_id = transplanting if to_session_id is None else to_session_id
+    if not _EXPECTED:
+        _EXPECTED.append(canonical_hash(base_checkpoint().to_dict()))
+    loop.run_until_complete(plant_mutation(collection, base, mutation))
+    storage = MongoDBCheckpointStorage(collection, options=options(signed=False))
+    copy = storage.for_session(to_session_id)
+    copy_scope = RunScope.from_options(copy.options)
+    before = loop.run_until_complete(_run_documents(collection, base.scope))
+    fork_problems: list[str] = []
+    try:
+        with corpus.Guard(root, (_FUZZ_MARKER,)) as guard:
+            if fork_first:
+                forked, fork_outcome = _fork(loop, storage, to_session_id)
+            value, outcome = _attempt(loop, storage.load(BASE_ID))
+            if not fork_first:
+                forked, fork_outcome = _fork(loop, storage, to_session_id)
+            if forked is not None:
+                fork_problems += _compare_copies(loop, storage, copy, forked, (value, outcome))
+        after = loop.run_until_complete(_run_documents(collection, base.scope))
+    finally:
+        loop.run_until_complete(_drop_run(collection, copy_scope))
+    if fork_outcome.startswith("escape:"):
+        fork_problems.append(f"fork_run {fork_outcome}")
+    if after != before:
+        fork_problems.append("fork_run (or a load) changed the source run's documents")
+    load_outcome, problems = _judge_loaded(value, outcome, mutation, list(guard.problems))
+    return f"{load_outcome}; fork {fork_outcome}", [*problems, *fork_problems]
+
+
+def _fork(loop: asyncio.AbstractEventLoop, storage: MongoDBCheckpointStorage, to: str) -> tuple[Any, str]:
+    try:
+        result = loop.run_until_complete(storage.fork_run(to_session_id=to, keep="chain"))
+    except FORK_ERRORS as error:
+        return None, type(error).__name__
+    except BaseException as error:
+        return None, _escape(error)
+    return result, f"forked t{result.transplanted} r{result.reencoded}"
+
+
+def _compare_copies(
+    loop: asyncio.AbstractEventLoop,
+    storage: MongoDBCheckpointStorage,
+    copy: MongoDBCheckpointStorage,
+    result: Any,
+    loaded: tuple[object, str],
+) -> list[str]:
+    problems: list[str] = []
+    ids = tuple(result.checkpoint_ids)
+    if not ids or ids[-1] != BASE_ID or result.already_copied or result.copied != len(ids):
+        problems.append(f"fork_run returned {result.to_dict()} for the chain of {BASE_ID}")
+    for checkpoint_id in ids:
+        source = loaded if checkpoint_id == BASE_ID else _attempt(loop, storage.load(checkpoint_id))
+        copied = _attempt(loop, copy.load(checkpoint_id))
+        expected, found = _category(*source), _category(*copied)
+        if found != expected or found.startswith(("escape:", "not a checkpoint", "checkpoint without")):
+            problems.append(
+                f"the copy of {checkpoint_id} loads as {found[:120]}, the source as {expected[:120]}"
+            )
+    return problems

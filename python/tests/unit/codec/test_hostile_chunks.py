@@ -18,7 +18,9 @@ The code-running entries also run in a fresh interpreter that registers an exten
 ``os.system``, and would print, exit, import or create a file if any of them ran
 (:func:`test_a_child_process_runs_no_forged_leaf`). A hypothesis test mutates a real chunked
 checkpoint's chunks and root, re-addressing the mutation so that it reaches the parser
-(``benchmarks/fuzz_chunks.py`` runs it for longer).
+(``benchmarks/fuzz_chunks.py`` runs it for longer); another forks each mutated run
+(``fork_run``, ADR 0040's transplant) and loads the copy, which must end as the source's load does
+(``benchmarks/fuzz_chunks.py --fork``).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import asyncio
 import dataclasses
 import faulthandler
 import functools
+import itertools
 import json
 import logging
 import os
@@ -45,6 +48,7 @@ import pytest
 from agent_framework import WorkflowCheckpoint
 from bson.errors import InvalidBSON
 from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
 
 from agent_framework_mongodb import MongoDBCheckpointStorage
 from agent_framework_mongodb.checkpoints.chunk_store import COLLECTION_GRACE, TOUCH_WINDOW
@@ -600,6 +604,34 @@ def test_mutated_chunked_checkpoints_load_equal_or_fail_cleanly(
     root, (loop, collection, base) = fuzz_run
     mutation = chunks.mutate(base, plan)
     outcome, problems = chunks.judge_mutation(loop, collection, base, mutation, root)
+    event(f"{mutation.description}: {outcome}")
+    assert not problems, (mutation.description, outcome, problems)
+
+
+FORK_EXAMPLES: Final = int(os.environ.get("AFM_FORK_FUZZ_EXAMPLES", "0")) or 40
+_FORK_SESSIONS: Final = itertools.count()
+
+
+@settings(_FUZZ, max_examples=FORK_EXAMPLES)
+@given(plan=chunks.mutations(), fork_first=st.booleans(), fresh=st.booleans())
+def test_forks_of_mutated_runs_fail_cleanly_or_load_as_their_source(
+    plan: Any, fork_first: bool, fresh: bool, fuzz_run: tuple[Path, Any]
+) -> None:
+    """``fork_run(keep="chain")`` of a mutated run raises a package error, or its copy's loads end
+    as the source's do (the same checkpoint, or refused), and nothing changes (ADR 0040: a
+    transplant copies what verified, and the copy loads, or is refused, as the source does)."""
+    root, (loop, collection, base) = fuzz_run
+    mutation = chunks.mutate(base, plan)
+    outcome, problems = chunks.judge_fork(
+        loop,
+        collection,
+        base,
+        mutation,
+        root,
+        # The session the intact run transplants into, or a fresh one (mostly re-encoded).
+        to_session_id=f"fork-{next(_FORK_SESSIONS)}" if fresh else None,
+        fork_first=fork_first,
+    )
     event(f"{mutation.description}: {outcome}")
     assert not problems, (mutation.description, outcome, problems)
 
