@@ -51,6 +51,8 @@ class _Fork:
     signed: bool
     roots: int
     already: int
+    transplanted: int
+    """Of ``roots``, those moved as stored (ADR 0040); the rest were decoded and saved."""
     sent_bytes: int
     trips: int
     seconds: float
@@ -127,6 +129,7 @@ async def _measure(supersteps: int, *, signed: bool) -> _Run:
                 signed=signed,
                 roots=result.copied,
                 already=result.already_copied,
+                transplanted=result.transplanted,
                 sent_bytes=metered.sent_bytes,
                 trips=len(metered.take()),
                 seconds=seconds,
@@ -156,6 +159,7 @@ def _table(run: _Run) -> str:
             "yes" if fork.signed else "no",
             str(fork.roots),
             str(fork.already),
+            str(fork.transplanted),
             f"{fork.sent_bytes:,}",
             _x(fork.sent_bytes / run.newest_payload),
             _x(fork.sent_bytes / run.stored_bytes),
@@ -170,6 +174,7 @@ def _table(run: _Run) -> str:
         "signed",
         "roots copied",
         "already there",
+        "moved as stored",
         "bytes sent",
         "sent / newest payload",
         "sent / source stored",

