@@ -63,8 +63,6 @@ from .summaries import checkpoint_id_of
 if TYPE_CHECKING:
     from agent_framework import WorkflowCheckpoint
 
-    from .storage import MongoDBCheckpointStorage
-
 __all__ = ["ForkAccess", "ForkKeep", "MongoDBForkResult", "fork_run"]
 
 ForkKeep = Literal["latest", "chain"] | int
@@ -178,16 +176,15 @@ class ForkAccess:
 
 async def fork_run(
     collection: CheckpointCollection,
-    source: MongoDBCheckpointStorage,
-    target: MongoDBCheckpointStorage,
+    options: MongoDBCheckpointStorageOptions,
+    target_options: MongoDBCheckpointStorageOptions,
     access: ForkAccess,
     *,
-    to_session_id: str,
     checkpoint_id: str | None = None,
     keep: ForkKeep = "latest",
 ) -> MongoDBForkResult:
-    """Copy ``source``'s run up to ``checkpoint_id`` (its latest by default) into ``target``'s, the
-    run ``to_session_id`` of the same workflow (``source.for_session(to_session_id)``).
+    """Copy the run of ``options`` up to ``checkpoint_id`` (its latest by default) into the run of
+    ``target_options``, another session of the same workflow (``options.with_session(...)``).
 
     Planning reads envelopes only, under one ``operation_timeout``; each page read and each save of
     the copy is then an operation of its own, with its own deadline.
@@ -203,17 +200,15 @@ async def fork_run(
         MongoDBConcurrencyError: A checkpoint read is not the one planned (the run changed, or its
             document was modified), or another writer saved into the target while it was copied.
     """
-    options = source.options
-    validate_identifier("to_session_id", to_session_id)
     if checkpoint_id is not None:
         validate_identifier("checkpoint_id", checkpoint_id)
     limit = _limit_of(keep)
-    if to_session_id == options.session_id:
+    if target_options.session_id == options.session_id:
         raise MongoDBConfigurationError("fork_run copies a run into another session, not into itself.")
     keys = tuple(options.signing_keys)
     signer = PayloadSigner(keys) if keys else None
     source_scope = RunScope.from_options(options)
-    target_scope = RunScope.from_options(target.options)
+    target_scope = RunScope.from_options(target_options)
     with completion_log("fork_run", target_of(collection)) as record:
         with operation_deadline(options.operation_timeout):
             plan = await _plan(
@@ -225,7 +220,7 @@ async def fork_run(
                 limit=limit,
                 max_bytes=options.max_checkpoint_bytes,
             )
-        copied = await _copy(options, target.options, access, plan)
+        copied = await _copy(options, target_options, access, plan)
         record.result_count = copied.transplanted + copied.reencoded
         with operation_deadline(options.operation_timeout):
             await _require_only_the_copy(collection, target_scope, signer, plan, options.max_checkpoint_bytes)
@@ -233,7 +228,7 @@ async def fork_run(
     return MongoDBForkResult(
         workflow_name=options.workflow_name,
         source_session_id=options.session_id,
-        session_id=to_session_id,
+        session_id=target_options.session_id,
         checkpoint_id=selection[-1].checkpoint_id,
         checkpoint_ids=tuple(envelope.checkpoint_id for envelope in selection),
         copied=copied.transplanted + copied.reencoded,

@@ -577,10 +577,12 @@ class MongoDBCheckpointStorage(CheckpointStorage):
         ``keep`` selects what is copied: ``"latest"`` (the checkpoint alone), ``N`` (it and its
         ``N - 1`` nearest ancestors by ``previous_checkpoint_id``) or ``"chain"`` (every ancestor the
         run holds). Ids and lineage are kept, so the copy resumes with the same ``checkpoint_id`` on
-        ``storage.for_session(to_session_id)``; this run is only read. Each copied checkpoint is
-        loaded through this storage's loader (verified first, with signing keys) and saved into the
-        target with its settings (signed with the first key, ``ttl`` from now), oldest first.
-        Repeating a fork, or finishing one that stopped part way, copies only what is missing.
+        ``storage.for_session(to_session_id)``; this run is only read. A chunked checkpoint is
+        moved as stored, re-addressed for the target without decoding its state (ADR 0040); any
+        other is loaded through this storage's loader. With signing keys every source checkpoint
+        verifies first. Each is stored with the target's settings (signed with the first key,
+        ``ttl`` from now), oldest first. Repeating a fork, or finishing one that stopped part way,
+        copies only what is missing.
 
         Raises:
             MongoDBConfigurationError: An argument is invalid, the target is this run, or the target
@@ -594,6 +596,7 @@ class MongoDBCheckpointStorage(CheckpointStorage):
                 document was modified), or another writer saved into the target while it was copied.
         """
         self._require_open()
+        validate_identifier("to_session_id", to_session_id)  # named as given, before for_session's check
         target = self.for_session(to_session_id)
         access = ForkAccess(
             read_stored=self._stored_page,
@@ -602,13 +605,7 @@ class MongoDBCheckpointStorage(CheckpointStorage):
             store_reencoded=target._save_copy,
         )
         return await fork_run(
-            self._collection,
-            self,
-            target,
-            access,
-            to_session_id=to_session_id,
-            checkpoint_id=checkpoint_id,
-            keep=keep,
+            self._collection, self._options, target.options, access, checkpoint_id=checkpoint_id, keep=keep
         )
 
     async def clear_run(self) -> MongoDBCheckpointClearResult:
