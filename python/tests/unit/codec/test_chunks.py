@@ -226,9 +226,9 @@ def _body(*elements: object, protocol: int = 5) -> bytes:
 
 def _address_for(data: bytes) -> bytes:
     # Anyone who can write the collection can compute an address: it is integrity, not authenticity.
-    from agent_framework_mongodb.checkpoints.codec.chunks import _address
+    from agent_framework_mongodb.checkpoints.codec.chunks import leaf_address
 
-    return _address(CONTEXT, data)
+    return leaf_address(CONTEXT, data)
 
 
 def _reading(chunk: Chunk, reference_kind: str = "l") -> Any:

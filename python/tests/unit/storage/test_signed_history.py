@@ -341,7 +341,7 @@ def _forged_leaf(scope_context: bytes) -> tuple[bytes, bytes, bytes]:
     """A well-addressed leaf holding a payload that would be refused if parsed: (address, data, body)."""
     body = b"l" + b"\x80\x05]\x94(\x8c\x05forged\x94e."  # a protocol-5 list ["forged"]
     data = zlib.compress(body)
-    address = chunks_module._address(scope_context, data)
+    address = chunks_module.leaf_address(scope_context, data)
     return address, data, body[1:]
 
 
@@ -409,7 +409,7 @@ async def test_the_leaves_of_one_load_share_one_decompression_budget(collection:
     addresses: list[bytes] = []
     for number in range(12):
         data = zlib.compress(b"b" + bytes([number]) * (cap // 4), 9)
-        address = chunks_module._address(context, data)
+        address = chunks_module.leaf_address(context, data)
         addresses.append(address)
         await _plant_chunk(collection, scope, address, data)
     tree = pickle.loads(bytes(root["checkpoint"]))

@@ -175,9 +175,6 @@ def leaf_address(context: bytes, data: bytes) -> bytes:
     return hashlib.sha256(_U32.pack(len(context)) + context + data).digest()
 
 
-_address = leaf_address
-
-
 class _Framed:
     """Element pickles written back to back into one buffer, so that a leaf's pickles are one
     slice of it.
@@ -534,7 +531,7 @@ class Chunker:
         if known is None:
             stored = raw if kind in {_STR, _BYTES} else _KIND_BYTES[kind] + _leaf_pickle(parts)
             data = zlib.compress(stored, _COMPRESSION_LEVEL)
-            known = (_address(self._context, data), data, len(stored) - 1)
+            known = (leaf_address(self._context, data), data, len(stored) - 1)
         self._seen[raw] = known
         address, data, body_bytes = known
         if address not in self._chunks:
@@ -709,7 +706,7 @@ def load_leaf(context: bytes, budget: int, address: object, data: object) -> Lea
     the load path, shared by :meth:`ChunkReader.add`, :func:`prove_chunk` and the transplant."""
     if type(address) is not bytes or type(data) is not bytes:
         raise MongoDBMappingError("A stored checkpoint chunk lacks its address or data.")
-    if not hmac.compare_digest(_address(context, data), address):
+    if not hmac.compare_digest(leaf_address(context, data), address):
         raise MongoDBMappingError(
             "A stored checkpoint chunk does not match its address; it is corrupt, was modified, or "
             "belongs to another run."
